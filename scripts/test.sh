@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs, then runs the whole suite (lint + pytest).
+# Every step is skipped when already done, so a second run starts testing at once:
+#   - .venv with the package and its test extras (reinstalled when pyproject.toml changes)
+#   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.tierops-test-deps
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+    touch "$stamp"
+fi
+
+# The realcli tests run the real binary; install it (cached in ~/.cache/tierops) up front so a
+# missing npm fails here with a clear message instead of inside a test.
+bash scripts/install-claude.sh >/dev/null
+
+.venv/bin/ruff check .
+
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    # pytest: "no tests were collected". With a filter that is the operator's choice; for the
+    # whole suite it means the suite is broken, which must not pass silently.
+    if [ "$#" -gt 0 ]; then
+        echo "scripts/test.sh: the given pytest arguments selected no tests" >&2
+        exit 0
+    fi
+    echo "scripts/test.sh: pytest collected no tests at all; the suite is broken" >&2
+    exit 1
+fi
+exit "$rc"

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import json
+
+from app.output.outcome import decide_status
+from app.stream.parser import parse_line
+
+
+def _result(**fields):
+    base = {"type": "result", "subtype": "success", "is_error": False, "session_id": "s"}
+    return parse_line(json.dumps(base | fields))
+
+
+def test_success():
+    assert decide_status(_result()).status == "completed"
+
+
+def test_is_error_is_trusted_over_subtype():
+    st = decide_status(_result(is_error=True, api_error_status=500, result="API Error: 500"))
+    assert st.status == "failed" and st.api_failure and "HTTP 500" in st.reason
+
+
+def test_error_subtypes_name_their_cause():
+    st = decide_status(_result(subtype="error_max_turns", is_error=True, errors=["Reached maximum number of turns (1)"]))
+    assert st.status == "failed" and not st.api_failure
+    assert st.reason.startswith("error_max_turns") and "Reached maximum" in st.reason
+    assert "unknown_future" in decide_status(_result(subtype="unknown_future")).reason
+
+
+def test_missing_result_line():
+    st = decide_status(None, exit_code=137, last_retry={"attempt": 3, "max_retries": 10, "error_status": 500,
+                                                        "error": "server_error"})
+    assert st.status == "failed" and "exit code 137" in st.reason and "attempt 3/10" in st.reason
