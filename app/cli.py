@@ -230,5 +230,120 @@ def memories(db: str | None, as_json: bool, service: str | None, category: str |
                   db, as_json, render, "no memories stored")
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (docker stop, systemctl stop) winds down like Ctrl-C: asyncio.run cancels the running
+    tasks, so sessions are finalized 'interrupted' and their process groups killed."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _supervisor_parts(db: str | None) -> tuple[Settings, OutputValidator]:
+    settings = _settings(db)
+    return settings, _load_validator(settings.schema_file)
+
+
+def _render_chain(chain: list[dict]) -> str:
+    lines = []
+    for s in chain:
+        cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
+        flags = " degraded" if s["degraded"] else ""
+        lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{s['session_id'] or '-'}]: {s['status']}{flags}, "
+                     f"source {s['source']}, attempts {s['attempts']}, {cost}")
+        if s["status_reason"]:
+            lines.append(f"  reason: {s['status_reason']}")
+        if s["escalated_to"]:
+            lines.append(f"  escalated to session {s['escalated_to']}: {s['escalation_reason'] or ''}")
+        if s["attention"]:
+            lines.append(f"  NEEDS HUMAN ATTENTION: {s['attention']}")
+    total = sum(s["cost_usd"] or 0 for s in chain)
+    lines.append(f"chain: {len(chain)} session(s), ${total:.4f}")
+    return "\n".join(lines)
+
+
+@main.command()
+@db_option
+@json_option
+@click.option("--tier", type=click.IntRange(1, 3), default=1, show_default=True, help="Tier to start the chain at.")
+@click.option("--prompt", "prompt", help="Extra operator request appended to the tier prompt.")
+def run(db: str | None, as_json: bool, tier: int, prompt: str | None) -> None:
+    """Run one escalation chain now and print it. Refused at once while another cycle runs."""
+    from app.supervisor.chain import PromptError
+    from app.supervisor.scheduler import CycleBusy, Supervisor
+
+    _sigterm_as_interrupt()
+    settings, validator = _supervisor_parts(db)
+    if tier > settings.max_tier:
+        _fail(f"--tier {tier} is above TIEROPS_MAX_TIER={settings.max_tier}")
+
+    async def go() -> list[dict]:
+        async with await Database.open(settings.db) as store:
+            sup = Supervisor(store, settings, validator)
+            try:
+                return await sup.run_cycle(tier=tier, prompt=prompt, trigger="manual")
+            except CycleBusy as exc:
+                raise CommandError(str(exc)) from None
+            except PromptError as exc:
+                raise CommandError(str(exc)) from None
+
+    chain = _run(go)
+    if as_json:
+        _emit_json(chain)
+    else:
+        click.echo(_render_chain(chain))
+    if any(s["status"] == "failed" for s in chain):
+        sys.exit(1)
+
+
+@main.command()
+@db_option
+@click.option("--once", is_flag=True, help="Run one scheduled cycle and exit.")
+def supervise(db: str | None, once: bool) -> None:
+    """Run cycles every TIEROPS_INTERVAL seconds (or on TIEROPS_CRON), first one at start."""
+    import logging
+
+    from app.supervisor.scheduler import Supervisor
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _sigterm_as_interrupt()
+    settings, validator = _supervisor_parts(db)
+
+    async def go() -> None:
+        async with await Database.open(settings.db) as store:
+            sup = Supervisor(store, settings, validator)
+            recovered = await sup.recover_interrupted()
+            if recovered:
+                click.echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
+            try:
+                await sup.run_forever(cycles=1 if once else None)
+            finally:
+                await sup.shutdown()
+            if sup.last_chain:
+                click.echo(_render_chain(sup.last_chain))
+
+    try:
+        _run(go)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+
+
+@main.command()
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs a token).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+def serve(db: str | None, host: str, port: int) -> None:
+    """Serve the dashboard and REST API, and run the scheduled cycles (unless TIEROPS_SCHEDULE=false)."""
+    from app.web.app import serve as serve_app
+
+    settings, _ = _supervisor_parts(db)
+    try:
+        serve_app(settings, host, port)
+    except ValueError as exc:
+        _fail(str(exc))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -20,6 +20,7 @@ from pathlib import Path
 from app.config import Settings
 from app.output.validate import OutputValidator
 from app.recorder import SessionRecorder, build_report
+from app.redact import redactor_for
 from app.store.db import Database
 from app.stream.parser import parse_line
 from app.stream.reader import iter_lines
@@ -95,7 +96,7 @@ async def ingest_path(db: Database, path: Path, validator: OutputValidator, sett
     rec = await SessionRecorder.begin(
         db, validator, tier=tier, trigger="ingest",
         handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
-        reinforce=settings.memory_reinforce,
+        reinforce=settings.memory_reinforce, redact=redactor_for(settings),
     )
     digest = hashlib.sha256()
     try:

@@ -100,7 +100,8 @@ class Recording:
 class SessionRecorder:
     def __init__(self, db: Database, validator: OutputValidator, session_pk: int, *,
                  handoff_path: str = "handoff.json", initial_confidence: float = 0.7,
-                 reinforce: float = 0.3, publish: Publisher | None = None) -> None:
+                 reinforce: float = 0.3, publish: Publisher | None = None,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.db = db
         self.validator = validator
         self.session_pk = session_pk
@@ -108,6 +109,7 @@ class SessionRecorder:
         self.initial_confidence = initial_confidence
         self.reinforce = reinforce
         self.publish = publish
+        self.redact = redact
         self.session_id: str | None = None
         self.cwd: str | None = None
         self.cli_model: str | None = None
@@ -151,6 +153,13 @@ class SessionRecorder:
     # -- streaming ---------------------------------------------------------------------------
 
     async def feed(self, line: bytes | str) -> ParsedLine | None:
+        if self.redact is not None:
+            if isinstance(line, bytes):
+                try:
+                    line = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    line = line.decode("utf-8", "backslashreplace")
+            line = self.redact(line)  # secrets never reach the database (issue #4)
         parsed = parse_line(line)
         if parsed is None:
             return None

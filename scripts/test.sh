@@ -3,6 +3,7 @@
 # Every step is skipped when already done, so a second run starts testing at once:
 #   - .venv with the package and its test extras (reinstalled when pyproject.toml changes)
 #   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
+#   - Debian's chromium for the browser tests (apt)
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,16 @@ fi
 # The realcli tests run the real binary; install it (cached in ~/.cache/tierops) up front so a
 # missing npm fails here with a clear message instead of inside a test.
 bash scripts/install-claude.sh >/dev/null
+
+# Browser tests drive Debian's chromium through Playwright (never Playwright's own browser
+# download: only the package registries are reachable).
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+fi
 
 .venv/bin/ruff check .
 

@@ -145,4 +145,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        "0002_supervisor",
+        """
+        ALTER TABLE sessions ADD COLUMN chain_id INTEGER REFERENCES sessions(id);
+        ALTER TABLE sessions ADD COLUMN attention TEXT;      -- why a human must look (escalation not acted on)
+        ALTER TABLE sessions ADD COLUMN argv TEXT;           -- JSON: the command line of the first attempt
+        ALTER TABLE sessions ADD COLUMN system_prompt TEXT;  -- the --append-system-prompt text given
+        CREATE INDEX sessions_chain ON sessions (chain_id)
+        """,
+    ),
 ]

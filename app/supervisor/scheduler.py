@@ -1,0 +1,219 @@
+"""When cycles run, and that only one runs at a time — across processes too.
+
+* A cycle is one escalation chain (``chain.run_chain``). The first scheduled cycle starts at once,
+  then every ``TIEROPS_INTERVAL`` seconds (measured start to start), or at the times of
+  ``TIEROPS_CRON`` when set. A cycle that overruns its slot delays the next one; none is stacked.
+* Exclusivity: an asyncio lock inside the process and an ``flock`` on ``STATE_DIR/cycle.lock``
+  between processes (``tierops run`` while ``tierops supervise`` works). A second trigger is
+  refused at once with :class:`CycleBusy` naming the holder — it never waits, never runs two.
+* At start, sessions left ``running`` by a supervisor that was killed are marked ``interrupted``
+  (only when no other process holds the cycle lock, so a live ``tierops run`` is not touched).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+from app.output.validate import OutputValidator
+from app.recorder import utcnow
+from app.store.db import Database
+from app.supervisor.chain import run_chain
+from app.supervisor.hub import Hub
+from app.supervisor.session import SessionHandle
+
+log = logging.getLogger("tierops.supervisor")
+
+
+class CycleBusy(Exception):
+    """A cycle is already running; the message says which and since when."""
+
+
+class _CycleLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, what: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise CycleBusy(f"a cycle is already running ({holder}); try again when it has finished") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "started_at": utcnow(), "what": what}).encode())
+        self._fd = fd
+
+    def held_elsewhere(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops our probe lock
+        return False
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {data.get('pid')}, {data.get('what')}, started {data.get('started_at')}"
+    except (OSError, ValueError):
+        return "holder unknown"
+
+
+class Supervisor:
+    def __init__(self, db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.validator = validator
+        self.hub = hub or Hub()
+        self._running = False
+        self._file_lock = _CycleLock(settings.state_dir / "cycle.lock")
+        self.handles: dict[int, SessionHandle] = {}
+        self.next_run_at: datetime | None = None
+        self.last_chain: list[dict] = []
+        self.current_task: asyncio.Task | None = None
+        # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
+        self.first_session: asyncio.Future | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._running
+
+    async def recover_interrupted(self) -> int:
+        """Mark sessions a killed supervisor left ``running`` as ``interrupted``. Returns how many."""
+        if self._file_lock.held_elsewhere():
+            return 0
+        async with self.db.write() as conn:
+            cur = await conn.execute(
+                "UPDATE sessions SET status = 'interrupted', status_reason = ?, ended_at = ?"
+                " WHERE status = 'running' AND trigger != 'ingest'",
+                ("the supervisor stopped while this session ran (found at restart)", utcnow()))
+            return cur.rowcount
+
+    def _claim(self, what: str) -> None:
+        """Take the cycle, or raise CycleBusy at once. The flock also excludes this process
+        itself (flock locks belong to the open file), so two claims can never both succeed."""
+        if self._running:
+            raise CycleBusy("a cycle is already running in this process; try again when it has finished")
+        self._file_lock.acquire(what)
+        self._running = True
+        self.first_session = asyncio.get_running_loop().create_future()
+
+    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[dict]:
+        try:
+            chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
+                                    prompt=prompt, trigger=trigger, on_session=self._track)
+            self.last_chain = chain
+            return chain
+        finally:
+            self.handles.clear()
+            self._running = False
+            self._file_lock.release()
+
+    async def run_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = "manual") -> list[dict]:
+        """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running."""
+        self._claim(f"{trigger} cycle from tier {tier}")
+        return await self._run_claimed(tier, prompt, trigger)
+
+    def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = "manual") -> asyncio.Task:
+        """Start a cycle in the background (the API's POST /runs); raises CycleBusy at once."""
+        self._claim(f"{trigger} cycle from tier {tier}")
+        started = False
+
+        async def body() -> list[dict]:
+            nonlocal started
+            started = True
+            return await self._run_claimed(tier, prompt, trigger)
+
+        def unclaim_if_never_ran(task: asyncio.Task) -> None:
+            if not started:  # cancelled before its first step: _run_claimed's finally never ran
+                self._running = False
+                self._file_lock.release()
+
+        self.current_task = asyncio.create_task(body())
+        self.current_task.add_done_callback(unclaim_if_never_ran)
+        return self.current_task
+
+    def _track(self, pk: int, handle: SessionHandle) -> None:
+        self.handles[pk] = handle
+        if self.first_session is not None and not self.first_session.done():
+            self.first_session.set_result(pk)
+
+    def stop_session(self, pk: int) -> bool:
+        handle = self.handles.get(pk)
+        if handle is None:
+            return False
+        handle.stop()
+        return True
+
+    def stop_all(self) -> None:
+        for handle in list(self.handles.values()):
+            handle.stop()
+
+    def _next_delay(self, started: float) -> float:
+        """Seconds until the next cycle: cron's next time, or ``interval`` after ``started``."""
+        if self.settings.cron:
+            from croniter import croniter
+
+            now = datetime.now(UTC)
+            nxt = croniter(self.settings.cron, now).get_next(datetime)
+            delay = (nxt - now).total_seconds()
+        else:
+            delay = self.settings.interval - (time.monotonic() - started)
+        delay = max(0.0, delay)
+        self.next_run_at = datetime.fromtimestamp(time.time() + delay, UTC)
+        return delay
+
+    async def run_forever(self, *, cycles: int | None = None) -> None:
+        """Scheduled cycles until cancelled (or ``cycles`` have run). With an interval the first
+        cycle starts at once; with cron at the first matching time."""
+        await self.recover_interrupted()
+        if self.settings.cron:
+            await asyncio.sleep(self._next_delay(time.monotonic()))
+        done = 0
+        while cycles is None or done < cycles:
+            started = time.monotonic()
+            try:
+                await self.run_cycle(trigger="schedule")
+            except CycleBusy as exc:
+                log.warning("scheduled cycle skipped: %s", exc)
+            except Exception:  # a broken cycle must not stop the schedule
+                log.exception("scheduled cycle failed")
+            done += 1
+            if cycles is not None and done >= cycles:
+                break
+            await asyncio.sleep(self._next_delay(started))
+
+    async def shutdown(self) -> None:
+        """Stop running sessions (their process groups) and wait for the cycle to wind down."""
+        self.stop_all()
+        if self.current_task and not self.current_task.done():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)
+
+
+def status(supervisor: Supervisor) -> dict[str, Any]:
+    return {"busy": supervisor.busy,
+            "next_run_at": supervisor.next_run_at.isoformat() if supervisor.next_run_at else None,
+            "running_sessions": sorted(supervisor.handles)}

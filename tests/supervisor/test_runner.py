@@ -1,0 +1,340 @@
+"""app/supervisor/runner.py: argv, environment, process group, timeouts and kills, long lines.
+
+The fake CLI runs as a real subprocess; its invocation log shows what the child really got
+(argv, cwd, environment block, stdin, process group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from app.supervisor.chain import run_chain
+from app.supervisor.runner import (
+    INSTALL_HINT,
+    STDERR_TAIL_BYTES,
+    CLINotFound,
+    Launch,
+    RunningProcess,
+    build_argv,
+    child_env,
+    resolve_binary,
+)
+from app.supervisor.session import SessionHandle
+from tests.fakes import claude_control as cc
+from tests.fakes.fake_claude import huge_assistant_line, parse_argv, usage_error
+from tests.supervisor.helpers import alive, healthy, kill_leftovers, run_session, wait_gone, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+VARIADIC = ("--allowedTools", "--disallowedTools")
+SCHEMA = '{"type":"object"}'
+
+
+def _argv(prompt: str = "Check the services.", *, allowed=("Read", "Bash(git *)"), disallowed=("Edit",),
+          max_turns: int | None = 7, resume: str | None = None, system: str = "role text") -> list[str]:
+    return build_argv("claude", prompt=prompt, model="haiku", wire_schema=SCHEMA, system_prompt=system,
+                      allowed_tools=list(allowed), disallowed_tools=list(disallowed), max_turns=max_turns,
+                      resume=resume)
+
+
+def _assert_safe_shape(argv: list[str], prompt: str) -> None:
+    """Prompt right after -p; every variadic list is one token followed by an option or the end."""
+    assert argv[1:3] == ["-p", prompt]
+    for i, tok in enumerate(argv):
+        if tok in VARIADIC:
+            assert i + 1 < len(argv) and not argv[i + 1].startswith("-"), argv
+            assert i + 2 == len(argv) or argv[i + 2].startswith("--"), f"{tok} list not closed: {argv}"
+    parsed = parse_argv(argv[1:])  # the fake's commander-like parser: what the CLI would see
+    assert parsed["positionals"] == [prompt]
+    assert parsed["unknown_options"] == []
+    assert usage_error(parsed, "devnull") is None
+
+
+@pytest.mark.parametrize("allowed,disallowed,max_turns,resume", list(itertools.product(
+    [(), ("Read",), ("Read", "Bash(systemctl status *)")], [(), ("Edit", "Write")], [None, 5],
+    [None, "6f1c1a47-3f0e-4d55-9a51-2b7f3b1c9e10"])))
+def test_build_argv_prompt_first_and_variadic_lists_closed(allowed, disallowed, max_turns, resume):
+    argv = _argv(allowed=allowed, disallowed=disallowed, max_turns=max_turns, resume=resume)
+    _assert_safe_shape(argv, "Check the services.")
+    parsed = parse_argv(argv[1:])
+    assert parsed["model"] == "haiku" and parsed["output_format"] == "stream-json" and parsed["verbose"]
+    assert parsed["json_schema"] == SCHEMA and parsed["append_system_prompt"] == "role text"
+    if allowed:
+        assert argv[argv.index("--allowedTools") + 1] == ",".join(allowed)  # one token, rules intact
+    else:
+        assert "--allowedTools" not in argv
+    if disallowed:
+        assert argv[argv.index("--disallowedTools") + 1] == ",".join(disallowed)
+    else:
+        assert "--disallowedTools" not in argv
+    assert ("--max-turns" in argv) == bool(max_turns)
+    assert parsed.get("resume") == resume
+
+
+def test_build_argv_default_tier_rules_with_spaces_stay_one_token(settings):
+    for tier in (1, 2, 3):
+        cfg = settings.tier(tier)  # the shipped defaults: rules like "Bash(systemctl status *)"
+        argv = build_argv("claude", prompt="p", model=cfg.model, wire_schema=SCHEMA, system_prompt="s",
+                          allowed_tools=cfg.allowed_tools, disallowed_tools=cfg.disallowed_tools,
+                          max_turns=cfg.max_turns)
+        assert argv[argv.index("--allowedTools") + 1] == ",".join(cfg.allowed_tools)
+        _assert_safe_shape(argv, "p")
+    assert "Bash(systemctl status *)" in settings.tier(1).allowed_tools
+
+
+def test_build_argv_resume_repeats_schema_and_system_prompt():
+    sid = cc.new_session_id()
+    first = _argv()
+    again = _argv("Call StructuredOutput now.", resume=sid)
+    assert again[again.index("--resume") + 1] == sid
+    for flag in ("--json-schema", "--append-system-prompt", "--model", "--allowedTools", "--disallowedTools",
+                 "--max-turns", "--verbose", "--output-format"):
+        assert flag in again
+        if flag not in ("--verbose",):
+            assert again[again.index(flag) + 1] == first[first.index(flag) + 1]
+    _assert_safe_shape(again, "Call StructuredOutput now.")
+
+
+@pytest.mark.parametrize("prompt", ["-x", "--version", "--allowedTools Bash", "-", "- list every service"])
+def test_build_argv_leading_dash_prompt_is_not_an_option(prompt):
+    argv = _argv(prompt)
+    assert argv[2] == " " + prompt
+    _assert_safe_shape(argv, " " + prompt)
+    assert not parse_argv(argv[1:]).get("version")
+
+
+async def test_leading_dash_prompt_reaches_the_fake_as_a_prompt(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy())}])
+    result, row = await run_session(db, make_settings(fake), validator, prompt="--version")
+    [inv] = fake.invocations()
+    assert not inv["version_probe"] and inv["usage_error"] is None
+    assert inv["parsed"]["prompt"] == " --version"
+    assert row["status"] == "completed" and row["source"] == "structured_output"
+
+
+def test_child_env_keeps_only_the_allowed_names():
+    source = {
+        "PATH": "/usr/local/bin:/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "Europe/Paris",
+        "HOME": "/root", "USER": "root", "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "CLAUDE_CODE_MAX_RETRIES": "1", "AWS_SECRET_ACCESS_KEY": "nope", "GITHUB_TOKEN": "nope",
+        "PYTHONPATH": "/x", "LC_CTYPE": "C", "HTTPS_PROXY": "http://proxy:3128", "MY_ANTHROPIC_KEY": "nope",
+        "claude_code_lower": "nope",
+    }
+    env = child_env(Path("/state/home"), ["HTTPS_PROXY", "NOT_SET"], source)
+    assert env == {
+        "PATH": "/usr/local/bin:/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "Europe/Paris",
+        "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "CLAUDE_CODE_MAX_RETRIES": "1",
+        "HTTPS_PROXY": "http://proxy:3128", "HOME": "/state/home",
+    }
+    # HOME is always ours, even when allow-listed; PATH falls back to the default search path.
+    assert child_env(Path("/h"), ["HOME"], {"HOME": "/root"}) == {"HOME": "/h", "PATH": os.defpath}
+
+
+async def test_child_sees_devnull_stdin_own_group_session_cwd_and_exact_env(db, make_settings, validator, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
+    monkeypatch.setenv("TIEROPS_TEST_ALLOWED", "yes")  # not a setting: only passed because allow-listed
+    monkeypatch.setenv("SUPER_SECRET_TOKEN", "must-not-leak")
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy())}])
+    settings = make_settings(fake, child_env_allow="TIEROPS_TEST_ALLOWED")
+    result, row = await run_session(db, settings, validator)
+    [inv] = fake.invocations()
+    state = (tmp_path / "state").resolve()
+    assert inv["stdin_is_devnull"] is True
+    assert inv["pgid"] == inv["pid"] and inv["sid"] == inv["pid"]  # its own session and process group
+    assert inv["pgid"] != os.getpgrp()
+    assert Path(inv["cwd"]).resolve() == state / "sessions" / str(result.pk)
+    assert row["cwd"] == str(state / "sessions" / str(result.pk))
+    expected = child_env(state / "home", ["TIEROPS_TEST_ALLOWED"])
+    assert inv["env"] == expected
+    assert inv["env"]["HOME"] == str(state / "home")
+    assert inv["env"]["TIEROPS_TEST_ALLOWED"] == "yes" and "SUPER_SECRET_TOKEN" not in inv["env"]
+    assert inv["argv"] == json.loads(row["argv"])[1:]  # the stored argv is the one that ran
+    assert row["status"] == "completed" and row["session_id"] == sid
+
+
+# --- binary lookup ---------------------------------------------------------------------------
+
+def test_resolve_binary_errors_say_how_to_install(tmp_path):
+    not_exec = tmp_path / "claude"
+    not_exec.write_text("#!/bin/sh\n")
+    for binary, path in ((str(tmp_path / "missing"), None), (str(not_exec), None),
+                         ("claude-does-not-exist-here", str(tmp_path))):
+        with pytest.raises(CLINotFound) as info:
+            resolve_binary(binary, path)
+        assert repr(binary) in str(info.value) and INSTALL_HINT in str(info.value)
+    not_exec.chmod(0o755)
+    assert resolve_binary("claude", str(tmp_path)) == str(not_exec)
+
+
+@pytest.mark.parametrize("binary", ["{tmp}/no-such-claude", "claude-does-not-exist-here"])
+async def test_missing_cli_fails_the_session_and_stops_the_chain(db, make_settings, validator, tmp_path, binary):
+    settings = make_settings(binary.format(tmp=tmp_path))
+    chain = await run_chain(db, settings, validator, None)
+    assert len(chain) == 1
+    [s] = chain
+    assert s["status"] == "failed" and s["escalated_to"] is None
+    assert "claude CLI not found" in s["status_reason"]
+    assert "npm install -g @anthropic-ai/claude-code" in s["status_reason"]
+    assert "TIEROPS_CLAUDE_BIN" in s["status_reason"]
+    assert s["attention"].startswith("tier 1 failed: claude CLI not found")
+    assert await db.fetchval("SELECT count(*) FROM sessions") == 1
+
+
+# --- how a run can end -----------------------------------------------------------------------
+
+async def test_crash_mid_stream_is_a_failure_with_exit_code(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "crash", "after": 2, "partial_line": '{"type":"ass',
+         "stderr": "fatal: segfault in tool runner\n"}])
+    result, row = await run_session(db, make_settings(fake), validator)
+    assert row["status"] == "failed" and row["exit_code"] == 139
+    assert "without a result line" in row["status_reason"] and "exit code 139" in row["status_reason"]
+    assert "segfault in tool runner" in row["stderr_tail"]
+    assert row["attempts"] == 1 and len(fake.invocations()) == 1  # a failure is not resumed
+    # the two complete lines are stored; the partial line too, verbatim, as whatever it parses to
+    assert await db.fetchval("SELECT count(*) FROM activity WHERE session_pk = ? AND seq <= 2", (result.pk,)) == 2
+
+
+async def test_exit_without_result_line(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy()), "mode": "no_result"}])
+    result, row = await run_session(db, make_settings(fake), validator)
+    assert row["status"] == "failed" and row["exit_code"] == 1
+    assert row["status_reason"] == ("stream ended without a result line (the process died, was killed or timed out)"
+                                    "; exit code 1")
+    assert row["line_count"] == len(cc.structured_stream(sid, healthy())) - 1
+    assert len(fake.invocations()) == 1
+
+
+@pytest.mark.parametrize("ignore_sigterm", [False, True])
+async def test_hang_times_out_and_leaves_no_process(db, make_settings, validator, tmp_path, ignore_sigterm):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "hang", "after": 1, "spawn_child": True,
+         "ignore_sigterm": ignore_sigterm}])
+    settings = make_settings(fake, tier1_timeout=1, kill_grace=1)
+    started = time.monotonic()
+    try:
+        result, row = await run_session(db, settings, validator)
+        elapsed = time.monotonic() - started
+        [inv] = fake.invocations()
+        assert wait_gone([inv["pid"], inv["child_pid"]]) == []
+        assert row["status"] == "failed"
+        assert row["status_reason"] == "timed out after 1 s; the process group was killed"
+        assert row["line_count"] == 1
+        if ignore_sigterm:
+            assert row["exit_code"] == -9 and elapsed >= 1.9  # SIGTERM ignored: SIGKILL after kill_grace
+        else:
+            assert row["exit_code"] == -15
+        assert elapsed < 8
+        assert len(fake.invocations()) == 1
+    finally:
+        kill_leftovers(fake)
+
+
+async def test_grandchild_holding_stdout_does_not_keep_a_finished_session_open(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "spawn_child": True}])
+    # EOF_GRACE is 2 s: a finished CLI whose helper keeps stdout open is done well within 4 s.
+    settings = make_settings(fake, tier1_timeout=4)
+    started = time.monotonic()
+    try:
+        result, row = await run_session(db, settings, validator)
+        elapsed = time.monotonic() - started
+        [inv] = fake.invocations()
+        assert wait_gone([inv["child_pid"]]) == []  # the helper is killed in any case
+        assert (row["status"], row["status_reason"]) == ("completed", None)
+        assert row["exit_code"] == 0 and not row["degraded"]
+        assert elapsed < 3.8
+    finally:
+        kill_leftovers(fake)
+
+
+async def test_20_mib_line_is_stored_whole_as_one_row(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    size = 20 * 1024 * 1024
+    lines = cc.structured_stream(sid, healthy())
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": lines, "mode": "huge_line", "after": 1, "size": size}])
+    result, row = await run_session(db, make_settings(fake), validator)
+    assert row["status"] == "completed" and row["source"] == "structured_output"
+    assert row["line_count"] == len(lines) + 1
+    rows = await db.fetchall("SELECT seq, type, length(raw) AS n FROM activity WHERE session_pk = ? ORDER BY seq",
+                             (result.pk,))
+    assert [r["seq"] for r in rows] == list(range(1, len(lines) + 2))
+    huge = rows[1]
+    assert huge["type"] == "assistant"
+    assert huge["n"] == len(huge_assistant_line(sid, size))
+    raw = await db.fetchval("SELECT raw FROM activity WHERE session_pk = ? AND seq = 2", (result.pk,))
+    text = json.loads(raw)["message"]["content"][0]["text"]
+    assert len(text) == size and text.count("x") == size
+
+
+async def test_stderr_tail_is_stored_on_the_session(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    noise = "".join(f"debug line {i:06d}\n" for i in range(10_000))  # ~190 KB
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "stderr": noise + "LAST STDERR LINE\n"}])
+    result, row = await run_session(db, make_settings(fake), validator)
+    assert row["status"] == "completed"
+    tail = row["stderr_tail"]
+    assert tail.endswith("debug line 009999\nLAST STDERR LINE\n")
+    assert STDERR_TAIL_BYTES // 2 <= len(tail) <= STDERR_TAIL_BYTES + 8192  # a bounded tail, not all 190 KB
+
+
+# --- stop ------------------------------------------------------------------------------------
+
+async def test_running_process_stop_kills_the_group(tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "hang", "after": 2, "spawn_child": True}])
+    argv = [str(fake.path), "-p", "x", "--output-format", "stream-json", "--verbose"]
+    proc = RunningProcess(Launch(argv, tmp_path, child_env(tmp_path / "home", []), timeout=30))
+    got: list[bytes] = []
+
+    async def sink(batch: list[bytes]) -> None:
+        got.extend(batch)
+
+    task = asyncio.create_task(proc.run(sink, kill_grace=1))
+    try:
+        await wait_until(lambda: len(got) >= 2, what="two lines")
+        proc.stop()
+        outcome = await asyncio.wait_for(task, 10)
+        [inv] = fake.invocations()
+        assert outcome.stopped and not outcome.timed_out and outcome.exit_code == -15
+        assert inv["pid"] in outcome.killed_pids
+        assert wait_gone([inv["pid"], inv["child_pid"]]) == []
+        assert [json.loads(x)["type"] for x in got] == ["system", "assistant"]
+    finally:
+        kill_leftovers(fake)
+
+
+async def test_stop_marks_the_session_interrupted(db, make_settings, validator, tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "hang", "after": 1, "ignore_sigterm": True}])
+    handle = SessionHandle()
+    task = asyncio.create_task(run_session(db, make_settings(fake, kill_grace=1), validator, handle=handle))
+    try:
+        await wait_until(lambda: fake.invocations() and handle.process and handle.process.pid, what="the child")
+        handle.process.stop()
+        result, row = await asyncio.wait_for(task, 10)
+        [inv] = fake.invocations()
+        assert row["status"] == "interrupted" and row["status_reason"] == "stopped by an operator"
+        assert row["exit_code"] == -9  # SIGTERM ignored, SIGKILL after kill_grace
+        assert not alive(inv["pid"])
+        assert len(fake.invocations()) == 1  # an interrupted session is not resumed
+    finally:
+        kill_leftovers(fake)

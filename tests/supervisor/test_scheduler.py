@@ -1,0 +1,278 @@
+"""app/supervisor/scheduler.py: one cycle at a time (in this process and across processes),
+recovery of sessions a killed supervisor left running, the schedule, Stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.recorder import SessionRecorder
+from app.supervisor.scheduler import CycleBusy, Supervisor, status
+from tests.fakes import claude_control as cc
+from tests.supervisor.helpers import alive, healthy, kill_leftovers, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def hanging(tmp_path: Path, **extra) -> cc.FakeClaude:
+    return cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1, **extra}])
+
+
+def quick(tmp_path: Path) -> cc.FakeClaude:
+    return cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+
+
+async def test_second_cycle_in_the_same_process_is_refused_at_once(db, make_settings, validator, tmp_path):
+    fake = hanging(tmp_path)
+    sup = Supervisor(db, make_settings(fake), validator)
+    first = asyncio.create_task(sup.run_cycle())
+    try:
+        await wait_until(lambda: fake.invocations() and sup.handles, what="the first cycle's session")
+        assert sup.busy and status(sup)["busy"] is True
+        started = time.monotonic()
+        with pytest.raises(CycleBusy, match="already running in this process"):
+            await sup.run_cycle(trigger="schedule")
+        with pytest.raises(CycleBusy):
+            sup.start_cycle()
+        # A second Supervisor on the same state dir (a new open file) meets the flock.
+        other = Supervisor(db, make_settings(fake), validator)
+        with pytest.raises(CycleBusy) as info:
+            await other.run_cycle()
+        assert time.monotonic() - started < 1.0
+        assert f"(pid {os.getpid()}, manual cycle from tier 1, started " in str(info.value)
+        sup.stop_all()
+        chain = await asyncio.wait_for(first, 10)
+        assert [s["status"] for s in chain] == ["interrupted"]
+        assert len(fake.invocations()) == 1  # the refused cycles started nothing
+    finally:
+        kill_leftovers(fake)
+    assert not sup.busy
+    # the lock is released: a new cycle runs
+    fake.set_stages([{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    assert [s["status"] for s in await sup.run_cycle()] == ["completed"]
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from app.supervisor.scheduler import _CycleLock
+lock = _CycleLock(Path(sys.argv[1]))
+lock.acquire("schedule cycle from tier 1 (another process)")
+print("locked", flush=True)
+sys.stdin.read()  # hold until the test closes our stdin
+"""
+
+
+def _start_holder(lock_path: Path) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert holder.stdout.readline() == b"locked\n"
+    return holder
+
+
+def _stop_holder(holder: subprocess.Popen) -> None:
+    holder.stdin.close()
+    holder.wait(10)
+    holder.stdout.close()
+
+
+async def test_cycle_held_by_another_process_is_refused_at_once(db, make_settings, validator, tmp_path):
+    fake = quick(tmp_path)
+    settings = make_settings(fake)
+    holder = _start_holder(settings.state_dir / "cycle.lock")
+    try:
+        sup = Supervisor(db, settings, validator)
+        started = time.monotonic()
+        with pytest.raises(CycleBusy) as info:
+            await sup.run_cycle()
+        assert time.monotonic() - started < 1.0
+        message = str(info.value)
+        assert message.startswith(f"a cycle is already running (pid {holder.pid}, schedule cycle from tier 1 "
+                                  "(another process), started 20")
+        assert message.endswith("); try again when it has finished")
+        assert not sup.busy and fake.invocations() == []
+        # a scheduled cycle is skipped, not stacked, and the schedule goes on
+        await sup.run_forever(cycles=1)
+        assert fake.invocations() == [] and await db.fetchval("SELECT count(*) FROM sessions") == 0
+    finally:
+        _stop_holder(holder)
+    assert [s["status"] for s in await sup.run_cycle()] == ["completed"]
+
+
+async def _running_row(db, validator, trigger: str) -> int:
+    rec = await SessionRecorder.begin(db, validator, tier=1, trigger=trigger)
+    return rec.session_pk
+
+
+async def test_recover_interrupted_marks_left_running_sessions(db, make_settings, validator, tmp_path):
+    sched = await _running_row(db, validator, "schedule")
+    manual = await _running_row(db, validator, "manual")
+    ingest = await _running_row(db, validator, "ingest")
+    sup = Supervisor(db, make_settings(quick(tmp_path)), validator)
+    assert await sup.recover_interrupted() == 2
+    rows = {r["id"]: dict(r) for r in await db.fetchall("SELECT id, status, status_reason, ended_at FROM sessions")}
+    for pk in (sched, manual):
+        assert rows[pk]["status"] == "interrupted" and rows[pk]["ended_at"]
+        assert rows[pk]["status_reason"] == "the supervisor stopped while this session ran (found at restart)"
+    assert rows[ingest]["status"] == "running"  # an ingest is not the supervisor's
+    assert await sup.recover_interrupted() == 0
+
+
+async def test_recover_interrupted_leaves_a_live_cycle_alone(db, make_settings, validator, tmp_path):
+    settings = make_settings(quick(tmp_path))
+    pk = await _running_row(db, validator, "manual")  # e.g. a `tierops run` that is still working
+    holder = _start_holder(settings.state_dir / "cycle.lock")
+    try:
+        assert await Supervisor(db, settings, validator).recover_interrupted() == 0
+        assert await db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) == "running"
+    finally:
+        _stop_holder(holder)
+
+
+async def test_run_forever_one_cycle_at_a_time(db, make_settings, validator, tmp_path):
+    fake = quick(tmp_path)
+    sup = Supervisor(db, make_settings(fake), validator)
+    await sup.run_forever(cycles=1)
+    await sup.run_forever(cycles=1)
+    rows = await db.fetchall("SELECT tier, trigger, status FROM sessions ORDER BY id")
+    assert [tuple(r) for r in rows] == [(1, "schedule", "completed"), (1, "schedule", "completed")]
+    assert len(fake.invocations()) == 2 and len(sup.last_chain) == 1 and not sup.busy
+
+
+async def test_next_run_at_interval_and_cron(db, make_settings, validator, tmp_path):
+    sup = Supervisor(db, make_settings(None, interval=600), validator)
+    started = time.monotonic() - 100  # a cycle that started 100 s ago
+    delay = sup._next_delay(started)
+    assert 499 <= delay <= 500.5
+    assert abs((sup.next_run_at - datetime.now(UTC)).total_seconds() - delay) < 1
+    assert status(sup)["next_run_at"] == sup.next_run_at.isoformat()
+    assert sup._next_delay(time.monotonic() - 10_000) == 0  # an overrun: the next cycle at once, none stacked
+
+    cron = Supervisor(db, make_settings(None, cron="*/5 * * * *"), validator)
+    delay = cron._next_delay(time.monotonic())
+    assert 0 <= delay <= 300
+    nxt = cron.next_run_at
+    assert nxt.minute % 5 == 0 and nxt.second == 0 and nxt - datetime.now(UTC) <= timedelta(seconds=300)
+
+
+async def test_run_forever_two_cycles_measured_start_to_start(db, make_settings, validator, tmp_path):
+    fake = quick(tmp_path)
+    settings = make_settings(fake)
+    # TIEROPS_INTERVAL is at least 10 s; a test cannot wait that long, so the validated value is
+    # shortened on the instance (the supervisor reads it at each cycle).
+    settings.interval = 1
+    sup = Supervisor(db, settings, validator)
+    started = time.monotonic()
+    await sup.run_forever(cycles=2)
+    elapsed = time.monotonic() - started
+    invs = fake.invocations()
+    assert len(invs) == 2 and 1.0 <= elapsed < 5
+    assert 0.9 <= invs[1]["ts"] - invs[0]["ts"] < 3  # start to start, not end to start + interval
+    assert sup.next_run_at is not None
+    assert await db.fetchval("SELECT count(*) FROM sessions WHERE trigger = 'schedule'") == 2
+
+
+async def test_a_broken_cycle_does_not_stop_the_schedule(db, make_settings, validator, tmp_path, caplog):
+    fake = quick(tmp_path)
+    settings = make_settings(fake, tier1_prompt_file=tmp_path / "missing.md")
+    settings.interval = 0  # see above
+    sup = Supervisor(db, settings, validator)
+    await sup.run_forever(cycles=2)
+    failures = [r for r in caplog.records if r.getMessage() == "scheduled cycle failed"]
+    assert len(failures) == 2 and not sup.busy
+    assert fake.invocations() == []
+
+
+async def test_start_cycle_returns_a_task_and_refuses_a_second(db, make_settings, validator, tmp_path):
+    fake = quick(tmp_path)
+    fake.set_stages([{"lines": cc.structured_stream(cc.new_session_id(), healthy()), "start_delay": 0.3}])
+    sup = Supervisor(db, make_settings(fake), validator)
+    task = sup.start_cycle(prompt="from the API")
+    assert isinstance(task, asyncio.Task) and sup.current_task is task and sup.busy
+    with pytest.raises(CycleBusy):
+        sup.start_cycle()
+    chain = await asyncio.wait_for(task, 10)
+    assert [s["status"] for s in chain] == ["completed"] and sup.last_chain == chain
+    assert not sup.busy
+    assert fake.last()["parsed"]["prompt"].endswith("## Operator request for this run\nfrom the API")
+    task2 = sup.start_cycle()
+    await asyncio.wait_for(task2, 10)
+
+
+async def test_stop_session_interrupts_a_running_session(db, make_settings, validator, tmp_path):
+    fake = hanging(tmp_path, spawn_child=True)
+    sup = Supervisor(db, make_settings(fake), validator)
+    task = sup.start_cycle()
+    try:
+        await wait_until(lambda: fake.invocations() and sup.handles, what="the session")
+        [pk] = list(sup.handles)
+        assert status(sup)["running_sessions"] == [pk]
+        assert sup.stop_session(pk + 100) is False
+        assert sup.stop_session(pk) is True
+        chain = await asyncio.wait_for(task, 10)
+        [inv] = fake.invocations()
+        assert [(s["id"], s["status"], s["status_reason"]) for s in chain] == [
+            (pk, "interrupted", "stopped by an operator")]
+        assert chain[0]["attention"] is None  # an operator's stop is not a problem to flag
+        assert not alive(inv["pid"])
+        await wait_until(lambda: not alive(inv["child_pid"]), 5, "the grandchild to go")
+        assert sup.handles == {} and not sup.busy
+    finally:
+        kill_leftovers(fake)
+
+
+async def test_shutdown_stops_the_running_cycle(db, make_settings, validator, tmp_path):
+    fake = hanging(tmp_path)
+    sup = Supervisor(db, make_settings(fake), validator)
+    task = sup.start_cycle()
+    try:
+        await wait_until(lambda: fake.invocations() and sup.handles, what="the session")
+        started = time.monotonic()
+        await sup.shutdown()
+        assert task.done() and time.monotonic() - started < 5
+        assert [s["status"] for s in task.result()] == ["interrupted"]
+        assert not alive(fake.last()["pid"])
+    finally:
+        kill_leftovers(fake)
+
+
+def test_cycle_lock_file_names_the_holder(tmp_path):
+    from app.supervisor.scheduler import _CycleLock
+
+    lock = _CycleLock(tmp_path / "state" / "cycle.lock")
+    lock.acquire("manual cycle from tier 2")
+    try:
+        data = json.loads((tmp_path / "state" / "cycle.lock").read_text())
+        assert data["pid"] == os.getpid() and data["what"] == "manual cycle from tier 2"
+        assert lock.held_elsewhere() is True  # another open file of this process counts too
+        with pytest.raises(CycleBusy, match=r"\(pid \d+, manual cycle from tier 2, started "):
+            _CycleLock(tmp_path / "state" / "cycle.lock").acquire("x")
+    finally:
+        lock.release()
+    assert lock.held_elsewhere() is False
+
+
+async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, make_settings, validator, tmp_path):
+    fake = quick(tmp_path)
+    sup = Supervisor(db, make_settings(fake), validator)
+    task = sup.start_cycle()
+    task.cancel()  # e.g. the loop shutting down right after POST /runs
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    try:
+        assert not sup.busy
+        assert [s["status"] for s in await sup.run_cycle()] == ["completed"]
+    finally:
+        sup._file_lock.release()  # let the other tests' state go even while the bug is there

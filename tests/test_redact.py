@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.redact import MASK, Redactor
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijkl", "sk-ant-api03-abcdefghijkl"),
+    ("key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX", "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX"),
+    ("Authorization: Bearer abcdefghijklmnop", "abcdefghijklmnop"),
+    ("ghp_" + "a" * 36, "ghp_" + "a" * 36),
+    ("aws AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"),
+    ("slack xoxb-1234567890-abcdef", "xoxb-1234567890-abcdef"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop", "eyJhbGciOiJIUzI1NiJ9"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----", "MIIEabc"),
+    ("DB_PASSWORD=hunter22", "hunter22"),
+    ("secret: hunter2x", "hunter2x"),
+])
+def test_common_shapes_are_masked(text, secret):
+    out = Redactor()(text)
+    assert secret not in out and MASK in out
+
+
+def test_exact_values_from_the_environment_and_token():
+    r = Redactor.from_environment(extra=["dashboard-token-123"],
+                                  environ={"MY_API_KEY": "v4lue-of-the-key", "HOME": "/root", "SHORT_TOKEN": "abc"})
+    out = r("home /root key v4lue-of-the-key tok dashboard-token-123 abc")
+    assert "v4lue-of-the-key" not in out and "dashboard-token-123" not in out
+    assert "/root" in out and out.endswith(" abc")  # not secret-named, or too short to be safe to mask
+
+
+def test_json_line_stays_valid_json():
+    line = json.dumps({"type": "user", "message": {"content": [
+        {"type": "tool_result", "content": 'cat .env\nAPI_KEY="abcd1234efgh"\n"password": "hunter22"'}]}})
+    out = Redactor()(line)
+    data = json.loads(out)
+    content = data["message"]["content"][0]["content"]
+    assert "abcd1234efgh" not in content and "hunter22" not in content
+
+
+def test_ordinary_lines_are_untouched():
+    line = '{"type":"assistant","usage":{"input_tokens":19834,"max_tokens":64000},"text":"disk at 71%"}'
+    assert Redactor()(line) is line
