@@ -242,10 +242,18 @@ class RunningProcess:
 
 async def _exited(proc: asyncio.subprocess.Process) -> int:
     """The exit status, as soon as the child exited. ``proc.wait()`` started before the exit also
-    waits for every pipe to close (CPython 3.11), which a grandchild holding stdout delays."""
-    while proc.returncode is None:
-        await asyncio.sleep(0.05)
-    return proc.returncode
+    waits for every pipe to close (CPython 3.11), which a grandchild holding stdout delays; so it
+    races a poll of ``returncode`` (set at exit). The usual case returns with ``wait()``, at once."""
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None:
+            done, _ = await asyncio.wait({waiter}, timeout=0.05)
+            if done:
+                break
+        return proc.returncode  # type: ignore[return-value]
+    finally:
+        if not waiter.done():
+            waiter.cancel()
 
 
 def _group_members(pgid: int) -> list[int]:
