@@ -153,6 +153,8 @@ class RunningProcess:
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise CLINotFound(launch.argv[0]) from exc
+        except ValueError as exc:  # e.g. a NUL byte in an argument: no process can be started
+            raise CLIError(f"cannot start the CLI: {exc}") from None
         proc = self.proc
         assert proc.stdout is not None and proc.stderr is not None
 

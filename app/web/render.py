@@ -1,0 +1,387 @@
+"""HTML fragments for stream lines (activity rows) and events, shared by pages and SSE streams.
+
+Why one module: the session page renders stored activity rows server-side and the live stream
+sends the very same fragment for each new row (the browser inserts it with
+``insertAdjacentHTML``), so both paths must produce identical, *fully escaped* HTML.
+
+Trust rules: everything in a stream line comes from the model or from tools and is untrusted.
+Text is escaped by :class:`markupsafe.Markup` formatting; the only HTML not built here from escaped parts
+is markdown-it's output for assistant text, in its ``js-default`` preset (raw HTML off), with
+images disabled (no remote loads from a transcript) and links limited to http(s)/mailto/relative.
+Every piece of text is capped at :data:`TEXT_LIMIT` characters with a note pointing at the API.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+from app.stream.parser import (
+    ArrayLine,
+    AssistantLine,
+    ParsedLine,
+    ResultLine,
+    StreamEventLine,
+    SystemLine,
+    TextLine,
+    UnknownLine,
+    UserLine,
+    parse_line,
+)
+
+TEXT_LIMIT = 20_000
+# Stream lines larger than this are not parsed for display: their one-line ``display`` is shown.
+RAW_RENDER_LIMIT = 64_000_000
+# The session page fetches lines larger than this as NULL raw (500 rows must fit in memory).
+PAGE_RAW_LIMIT = 4_000_000
+SCHEMA_ERROR_PREFIX = "Output does not match required schema"
+EVENT_LEVELS = ("info", "warning", "critical")
+
+_SAFE_SCHEME = re.compile(r"^(?:https?:|mailto:|[^:/?#]*(?:[/?#]|$))", re.IGNORECASE)
+
+
+def _validate_link(url: str) -> bool:
+    """Allow http(s), mailto and scheme-less (relative) links; refuse everything else."""
+    url = url.strip()
+    return bool(_SAFE_SCHEME.match(url)) and not re.match(r"^[\x00-\x20]*(?:javascript|vbscript|data|file):",
+                                                          url, re.IGNORECASE)
+
+
+def _make_markdown() -> MarkdownIt:
+    md = MarkdownIt("js-default")  # html=False, linkify=False
+    md.disable("image")
+    md.validateLink = _validate_link
+
+    def link_open(renderer, tokens, idx, options, env):  # type: ignore[no-untyped-def]
+        tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
+        return renderer.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("link_open", link_open)
+    return md
+
+
+_MD = _make_markdown()
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+def _cap(text: str, limit: int = TEXT_LIMIT) -> tuple[str, int]:
+    """``text`` cut at ``limit`` characters, and how many characters were left out."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def _more_note(left: int, session_pk: Any) -> Markup:
+    if not left:
+        return Markup("")
+    if isinstance(session_pk, int):
+        url = f"/api/v1/sessions/{session_pk}/activity"
+        return Markup('<p class="more">… {:,} more characters (full line: <a href="{}">{}</a>)</p>').format(
+            left, url, url)
+    return Markup('<p class="more">… {:,} more characters</p>').format(left)
+
+
+def _pre(text: str, session_pk: Any = None, cls: str = "") -> Markup:
+    text, left = _cap(text)
+    klass = Markup(' class="{}"').format(cls) if cls else Markup("")
+    return Markup("<pre{}>{}</pre>{}").format(klass, text, _more_note(left, session_pk))
+
+
+def _markdown(text: str, session_pk: Any = None) -> Markup:
+    text, left = _cap(text)
+    # markdown-it js-default output: raw HTML is escaped, unsafe links refused (see module doc).
+    return Markup('<div class="md">') + Markup(_MD.render(text)) + Markup("</div>") + _more_note(left, session_pk)
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().split("\n", 1)[0][:limit + 1]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def render_json(value: Any, *, session_pk: int | None = None, cls: str = "json") -> Markup:
+    """``value`` as pretty JSON in an escaped ``<pre>`` (capped like every other text)."""
+    return _pre(_dumps(value), session_pk, cls)
+
+
+def _text_of(content: Any) -> str:
+    """A tool result's content as text: a string, or a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                if block.get("type") == "text" or isinstance(block.get("text"), str):
+                    parts.append(str(block.get("text", "")))
+                else:
+                    parts.append(f"({block.get('type', 'block')})")
+            else:
+                parts.append(str(block))
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    return _dumps(content)
+
+
+# -- blocks ----------------------------------------------------------------------------------
+
+def _tool_use(block: dict, pk: Any) -> Markup:
+    name = str(block.get("name") or "?")
+    inp = block.get("input")
+    tool_id = block.get("id")
+    id_attr = Markup(' title="{}"').format(tool_id) if isinstance(tool_id, str) else Markup("")
+    if name == "StructuredOutput":
+        return Markup('<div class="tool-use structured"{}><div class="label">Structured output '
+                      '<span class="tool-name">StructuredOutput</span></div>{}</div>').format(
+            id_attr, render_json(inp, session_pk=pk))
+    body: list[Markup] = []
+    if isinstance(inp, dict) and isinstance(inp.get("command"), str):
+        desc = inp.get("description")
+        if isinstance(desc, str) and desc:
+            body.append(Markup('<div class="tool-desc">{}</div>').format(_first_line(desc, 300)))
+        body.append(_pre("$ " + inp["command"], pk, "cmd"))
+        rest = {k: v for k, v in inp.items() if k not in ("command", "description")}
+        if rest:
+            body.append(render_json(rest, session_pk=pk, cls="json small"))
+    else:
+        body.append(render_json(inp, session_pk=pk))
+    return Markup('<div class="tool-use"{}><div class="label">Tool call <span class="tool-name">{}</span>'
+                  '</div>{}</div>').format(id_attr, name, Markup("").join(body))
+
+
+def _tool_result(block: dict, pk: Any) -> Markup:
+    text = _text_of(block.get("content"))
+    is_error = block.get("is_error") is True
+    schema = text.lstrip().startswith(SCHEMA_ERROR_PREFIX)
+    if schema:
+        classes, label = "tool-result schema-error error", "Schema validation error"
+    elif is_error:
+        classes, label = "tool-result error", "Tool error"
+    else:
+        classes, label = "tool-result", "Tool result"
+    open_attr = Markup(" open") if (is_error or schema) else Markup("")
+    preview = _first_line(text) if text.strip() else "(empty)"
+    return Markup('<details class="{}"{}><summary><span class="label">{}</span> '
+                  '<span class="preview">{}</span></summary>{}</details>').format(
+        classes, open_attr, label, preview, _pre(text, pk))
+
+
+def _thinking(block: dict, pk: Any) -> Markup:
+    if block.get("type") == "redacted_thinking":
+        return Markup('<details class="thinking"><summary>Thinking (redacted)</summary></details>')
+    text = str(block.get("thinking") or "")
+    return Markup('<details class="thinking"><summary>Thinking <span class="preview">{}</span></summary>'
+                  '{}</details>').format(_first_line(text, 100), _pre(text, pk))
+
+
+def _assistant(line: AssistantLine, pk: Any) -> tuple[str, Markup]:
+    parts: list[Markup] = []
+    classes = ["assistant"]
+    if line.is_synthetic_error:
+        classes.append("error")
+        err = line.data.get("error")
+        parts.append(Markup('<div class="label">API error{}</div>').format(
+            Markup(": {}").format(err) if err else ""))
+    for block in line.blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(_markdown(str(block.get("text", "")), pk))
+        elif kind == "tool_use":
+            if block.get("name") == "StructuredOutput":
+                classes.append("structured")
+            parts.append(_tool_use(block, pk))
+        elif kind in ("thinking", "redacted_thinking"):
+            classes.append("thinking-line")
+            parts.append(_thinking(block, pk))
+        else:
+            parts.append(Markup('<div class="label">({})</div>').format(kind))
+            parts.append(render_json(block, session_pk=pk, cls="json small"))
+    return " ".join(classes), Markup("").join(parts)
+
+
+def _user(line: UserLine, pk: Any) -> tuple[str, Markup]:
+    parts: list[Markup] = []
+    classes = ["user"]
+    if line.data.get("isSynthetic"):
+        parts.append(Markup('<div class="label">(synthetic)</div>'))
+    for block in line.blocks:
+        kind = block.get("type")
+        if kind == "tool_result":
+            text = _text_of(block.get("content"))
+            if text.lstrip().startswith(SCHEMA_ERROR_PREFIX):
+                classes.append("schema-error")
+            elif block.get("is_error") is True:
+                classes.append("error")
+            parts.append(_tool_result(block, pk))
+        elif kind == "text":
+            parts.append(Markup('<div class="user-text"><div class="label">User</div>{}</div>').format(
+                _pre(str(block.get("text", "")), pk)))
+        else:
+            parts.append(Markup('<div class="label">({})</div>').format(kind))
+            parts.append(render_json(block, session_pk=pk, cls="json small"))
+    return " ".join(classes), Markup("").join(parts)
+
+
+def _fmt_cost(value: Any) -> str:
+    return f"${value:.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else "—"
+
+
+def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
+    is_error = line.is_error
+    facts = [("subtype", line.subtype or "?"), ("is_error", str(line.data.get("is_error")).lower())]
+    if line.api_error_status is not None:
+        facts.append(("api status", str(line.api_error_status)))
+    if line.num_turns is not None:
+        facts.append(("turns", str(line.num_turns)))
+    if line.duration_ms is not None:
+        facts.append(("duration", f"{line.duration_ms / 1000:.1f} s"))
+    facts.append(("cost", _fmt_cost(line.total_cost_usd)))
+    if line.stop_reason:
+        facts.append(("stop", line.stop_reason))
+    if line.terminal_reason:
+        facts.append(("terminal", line.terminal_reason))
+    facts.append(("structured output", "yes" if line.has_structured_output else "no"))
+    if line.permission_denials:
+        facts.append(("permission denials", str(len(line.permission_denials))))
+    dl = Markup("").join(Markup("<span><b>{}</b> {}</span>").format(k, v) for k, v in facts)
+    parts = [Markup('<div class="label">Result</div><div class="facts">{}</div>').format(dl)]
+    if line.errors:
+        items = Markup("").join(Markup("<li>{}</li>").format(_cap(e, 2_000)[0]) for e in line.errors[:50])
+        parts.append(Markup('<ul class="errors">{}</ul>').format(items))
+    text = line.result_text
+    if text:
+        open_attr = Markup(" open") if is_error else Markup("")
+        parts.append(Markup('<details class="result-text"{}><summary>Result text</summary>{}</details>').format(
+            open_attr, _pre(text, pk)))
+    if line.permission_denials:
+        parts.append(Markup('<details><summary>Permission denials</summary>{}</details>').format(
+            render_json(line.permission_denials, session_pk=pk)))
+    return "result" + (" error" if is_error else ""), Markup("").join(parts)
+
+
+def _system(line: SystemLine, pk: Any) -> tuple[str, Markup]:
+    sub = line.subtype or "?"
+    d = line.data
+    if sub == "init":
+        tools = d.get("tools") if isinstance(d.get("tools"), list) else []
+        mcp = d.get("mcp_servers") if isinstance(d.get("mcp_servers"), list) else []
+        facts = [("model", d.get("model")), ("version", d.get("claude_code_version")), ("cwd", d.get("cwd")),
+                 ("permission", d.get("permissionMode")), ("tools", len(tools))]
+        if mcp:
+            facts.append(("mcp", ", ".join(f"{s.get('name')}:{s.get('status')}" for s in mcp
+                                           if isinstance(s, dict))))
+        body = Markup("").join(Markup("<span><b>{}</b> {}</span>").format(k, v) for k, v in facts)
+        tools_list = Markup('<details><summary>tools</summary><div class="small">{}</div></details>').format(
+            _cap(", ".join(str(t) for t in tools))[0]) if tools else Markup("")
+        return "system compact", Markup('<div class="facts">{}</div>{}').format(body, tools_list)
+    cls = "system compact" + (" warn" if sub == "api_retry" else "")
+    return cls, Markup('<span class="small">{}</span>').format(line.display())
+
+
+def _body(parsed: ParsedLine | None, pk: Any) -> tuple[str, Markup]:
+    if parsed is None:
+        return "text", Markup('<span class="muted">(empty line)</span>')
+    if isinstance(parsed, AssistantLine):
+        return _assistant(parsed, pk)
+    if isinstance(parsed, UserLine):
+        return _user(parsed, pk)
+    if isinstance(parsed, ResultLine):
+        return _result(parsed, pk)
+    if isinstance(parsed, SystemLine):
+        return _system(parsed, pk)
+    if isinstance(parsed, StreamEventLine):
+        return "partial compact", Markup('<span class="small">{}</span>').format(parsed.display())
+    if isinstance(parsed, ArrayLine):
+        parts = []
+        for item in parsed.items[:200]:
+            cls, body = _body(item, pk)
+            parts.append(Markup('<div class="act-item {}">{}</div>').format(cls, body))
+        if len(parsed.items) > 200:
+            parts.append(Markup('<p class="more">… {} more messages</p>').format(len(parsed.items) - 200))
+        return "array", Markup("").join(parts)
+    if isinstance(parsed, UnknownLine):
+        return "unknown", _pre(_dumps(parsed.data), pk)
+    if isinstance(parsed, TextLine):
+        return "text", _pre(parsed.raw, pk)
+    return "unknown", _pre(parsed.raw, pk)
+
+
+def _label(row: dict) -> str:
+    kind = str(row.get("type") or "?")
+    sub = row.get("subtype")
+    return f"{kind}/{sub}" if sub else kind
+
+
+def render_activity(row: dict) -> Markup:
+    """One activity row (``session_pk, seq, attempt, ts, type, subtype, display, raw``) as HTML.
+
+    ``raw`` may be None (the page leaves out lines over :data:`PAGE_RAW_LIMIT`): the stored
+    one-line ``display`` is shown instead, with a pointer to the full line.
+    """
+    seq = row.get("seq")
+    seq = seq if isinstance(seq, int) else 0
+    pk = row.get("session_pk")
+    attempt = row.get("attempt") or 1
+    raw = row.get("raw")
+    try:
+        if raw is None or len(raw) > RAW_RENDER_LIMIT:
+            size = row.get("raw_len") or (len(raw) if raw is not None else 0)
+            cls = "toolarge"
+            body = Markup('<span class="small">{}</span>{}').format(
+                row.get("display") or "", _more_note(max(int(size), 1), pk))
+        else:
+            cls, body = _body(parse_line(raw), pk)
+    except Exception as exc:  # a rendering bug must never lose the line: show it escaped
+        cls = "unknown"
+        body = Markup('<p class="error">cannot render this line ({})</p>{}').format(
+            type(exc).__name__, _pre(str(raw), pk))
+    attempt_badge = (Markup(' <span class="badge">attempt {}</span>').format(attempt)
+                     if isinstance(attempt, int) and attempt > 1 else Markup(""))
+    ts = str(row.get("ts") or "")
+    return Markup(
+        '<div class="act {cls}" id="act-{seq}" data-seq="{seq}" data-attempt="{attempt}">'
+        '<div class="act-meta"><a class="seq" href="#act-{seq}">#{seq}</a> '
+        '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}</div>'
+        '<div class="act-body">{body}</div></div>'
+    ).format(cls=cls, seq=seq, attempt=attempt, ts=ts, short_ts=ts[11:19] if len(ts) >= 19 else ts,
+             label=_label(row), badge=attempt_badge, body=body)
+
+
+def render_event_row(event: dict) -> Markup:
+    """One event (a row of ``queries.list_events``) as a ``<tr>`` for the events table."""
+    level = event.get("level") if event.get("level") in EVENT_LEVELS else "info"
+    eid = event.get("id") if isinstance(event.get("id"), int) else 0
+    pk = event.get("session_pk")
+    created = str(event.get("created_at") or "")
+    original = event.get("original_level")
+    was = (Markup(' <span class="muted small">(was {})</span>').format(original)
+           if original and original != level else Markup(""))
+    if isinstance(pk, int):
+        tier = event.get("tier")
+        session = Markup('<a href="/sessions/{pk}">#{pk}</a>{tier}').format(
+            pk=pk, tier=Markup(' <span class="muted small">T{}</span>').format(tier) if tier else "")
+    else:
+        session = Markup("")
+    message, left = _cap(str(event.get("message") or ""), 2_000)
+    more = Markup(" …") if left else Markup("")
+    return Markup(
+        '<tr id="event-{eid}" data-id="{eid}" class="level-{level}">'
+        '<td class="nowrap"><time datetime="{created}" title="{created}">{short}</time></td>'
+        '<td><span class="level level-{level}">{level}</span>{was}</td>'
+        '<td>{service}</td><td class="message">{message}{more}</td><td class="nowrap">{session}</td>'
+        '<td class="muted small">{source}</td></tr>'
+    ).format(eid=eid, level=level, created=created, short=created[:19].replace("T", " "), was=was,
+             service=event.get("service") or "—", message=message, more=more, session=session,
+             source=event.get("source") or "")

@@ -1,0 +1,154 @@
+"""Live SSE streams: a session's activity (``/sessions/{id}/stream``) and new events (``/events/stream``).
+
+Guarantees, and how:
+
+* **No gaps, no duplicates across reconnects.** Each event's ``id`` is the activity row's
+  ``seq``. The stream subscribes to the hub *before* replaying from the database, then replays
+  every row after ``Last-Event-ID`` (or ``?after=``), then forwards live rows, skipping any whose
+  seq it has already sent. A reconnecting browser sends ``Last-Event-ID`` and gets exactly what
+  it missed.
+* **A slow client never slows ingestion.** The hub's queues are bounded and non-blocking; a
+  subscriber that falls behind gets one ``RESYNC`` and this stream replays from the database.
+  sse-starlette's ``send_timeout`` drops a client that stops reading altogether.
+* **Framing cannot break.** Event data is one line of JSON (newlines inside agent output are
+  escaped by ``json.dumps``), so a tool result containing ``event:`` or blank lines stays data.
+* The stream ends (``event: end``) when the session is no longer running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.routing import Route
+
+from app.web.common import SQLITE_MAX_INT, ApiError, path_int, state
+from app.web.render import render_activity, render_event_row
+
+REPLAY_BATCH = 500
+PING_SECONDS = 15
+SEND_TIMEOUT = 10
+IDLE_CHECK = 5.0  # seconds between "is the session still running?" checks when nothing arrives
+
+
+def _activity_event(row: dict) -> ServerSentEvent:
+    data = {"seq": row["seq"], "attempt": row["attempt"], "type": row["type"], "subtype": row["subtype"],
+            "display": row["display"], "html": str(render_activity(row))}
+    return ServerSentEvent(data=json.dumps(data), event="activity", id=str(row["seq"]))
+
+
+async def _replay(request: Request, pk: int, after: int) -> AsyncIterator[dict]:
+    db = state(request).db
+    while True:
+        rows = await db.fetchall(
+            "SELECT session_pk, seq, attempt, ts, type, subtype, display, raw FROM activity"
+            " WHERE session_pk = ? AND seq > ? ORDER BY seq LIMIT ?", (pk, after, REPLAY_BATCH))
+        for r in rows:
+            yield dict(r)
+            after = r["seq"]
+        if len(rows) < REPLAY_BATCH:
+            return
+
+
+def _start_seq(request: Request) -> int:
+    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_parameter", "Last-Event-ID / after must be an integer sequence number") from None
+    if value > SQLITE_MAX_INT:
+        raise ApiError(422, "invalid_parameter", "Last-Event-ID / after is beyond any sequence number")
+    return max(0, value)  # negative: replay from the start
+
+
+async def session_stream(request: Request) -> EventSourceResponse:
+    st = state(request)
+    pk = path_int(request)
+    if await st.db.fetchone("SELECT 1 FROM sessions WHERE id = ?", (pk,)) is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
+    start = _start_seq(request)
+    sub = st.hub.subscribe(pk)  # before the replay: nothing committed meanwhile can be missed
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        last = start
+        try:
+            async for row in _replay(request, pk, last):
+                yield _activity_event(row)
+                last = row["seq"]
+            finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
+            while not finished:
+                try:
+                    item = await asyncio.wait_for(sub.get(), timeout=IDLE_CHECK)
+                except TimeoutError:  # quiet: make sure the session did not end unseen
+                    finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
+                    continue
+                kind = item.get("type")
+                if kind == "activity":
+                    if item["seq"] > last:
+                        yield _activity_event({**item, "type": item["line_type"]})
+                        last = item["seq"]
+                elif kind == "resync":
+                    yield ServerSentEvent(data=json.dumps({"after": last}), event="resync")
+                    async for row in _replay(request, pk, last):
+                        yield _activity_event(row)
+                        last = row["seq"]
+                elif kind == "session_finished":
+                    finished = True
+            async for row in _replay(request, pk, last):  # lines committed before the end
+                yield _activity_event(row)
+                last = row["seq"]
+            status = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,))
+            yield ServerSentEvent(data=json.dumps({"status": status}), event="end")
+        finally:
+            sub.close()
+
+    return EventSourceResponse(generate(), ping=PING_SECONDS, send_timeout=SEND_TIMEOUT)
+
+
+async def events_stream(request: Request) -> EventSourceResponse:
+    """New events as table rows, when sessions finish (events are routed at the end of a session)."""
+    st = state(request)
+    after_raw = request.headers.get("last-event-id") or request.query_params.get("after")
+    try:
+        last = int(after_raw) if after_raw else int(await st.db.fetchval("SELECT ifnull(max(id), 0) FROM events"))
+    except ValueError:
+        last = -1
+    if not 0 <= last <= SQLITE_MAX_INT:
+        raise ApiError(422, "invalid_parameter", "Last-Event-ID / after must be an event id (0 or more)")
+    sub = st.hub.subscribe(None)
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        nonlocal last
+        try:
+            while True:
+                rows = await st.db.fetchall(
+                    "SELECT e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_level, e.service,"
+                    " e.message, e.source, e.created_at FROM events e JOIN sessions s ON s.id = e.session_pk"
+                    " WHERE e.id > ? ORDER BY e.id LIMIT 500", (last,))
+                for r in rows:
+                    row = dict(r)
+                    yield ServerSentEvent(data=json.dumps({"id": row["id"], "html": str(render_event_row(row))}),
+                                          event="event", id=str(row["id"]))
+                    last = row["id"]
+                if len(rows) == 500:
+                    continue
+                while True:  # wait for a finished session (events are written then) or time out
+                    try:
+                        item = await asyncio.wait_for(sub.get(), timeout=IDLE_CHECK * 6)
+                    except TimeoutError:
+                        break
+                    if item.get("type") in ("session_finished", "resync"):
+                        break
+        finally:
+            sub.close()
+
+    return EventSourceResponse(generate(), ping=PING_SECONDS, send_timeout=SEND_TIMEOUT)
+
+
+routes = [
+    Route("/sessions/{id}/stream", session_stream),
+    Route("/events/stream", events_stream),
+]
