@@ -8,6 +8,7 @@ missed from the database (activity rows carry their sequence numbers) and carrie
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,12 @@ class Subscription:
 
 
 class Hub:
-    def __init__(self, queue_size: int = 1000) -> None:
+    """``prepare`` runs once per published row (not once per subscriber): the dashboard uses it to
+    render and encode each line's SSE event a single time however many browsers watch."""
+
+    def __init__(self, queue_size: int = 1000, prepare: Callable[[dict], dict] | None = None) -> None:
         self.queue_size = queue_size
+        self.prepare = prepare
         self._subs: set[Subscription] = set()
 
     @property
@@ -53,10 +58,15 @@ class Hub:
 
     def publish(self, session_pk: int, rows: list[dict]) -> None:
         """Activity rows just committed for ``session_pk``. Never blocks."""
-        for sub in list(self._subs):
-            if sub.session_pk is None or sub.session_pk == session_pk:
-                for row in rows:
-                    sub._offer({**row, "type": "activity", "line_type": row.get("type")})
+        subs = [s for s in self._subs if s.session_pk is None or s.session_pk == session_pk]
+        if not subs:
+            return
+        for row in rows:
+            item = {**row, "type": "activity", "line_type": row.get("type")}
+            if self.prepare is not None:
+                item = self.prepare(item)
+            for sub in subs:
+                sub._offer(item)
 
     def notify(self, session_pk: int, kind: str, **data: Any) -> None:
         """A session-level change (started, finished, escalated)."""

@@ -124,7 +124,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = await Database.open(settings.db)
         validator = OutputValidator.from_file(settings.schema_file)
-        hub = Hub()
+        hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
         await supervisor.recover_interrupted()
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)

@@ -34,21 +34,33 @@ SEND_TIMEOUT = 10
 IDLE_CHECK = 5.0  # seconds between "is the session still running?" checks when nothing arrives
 
 
-def _activity_event(row: dict) -> ServerSentEvent:
+SEND_BATCH = 200  # queued events written to a client in one send
+
+
+def _activity_event(row: dict) -> bytes:
+    """One activity row as an encoded SSE frame (rendering is the expensive part: ~150 µs)."""
     data = {"seq": row["seq"], "attempt": row["attempt"], "type": row["type"], "subtype": row["subtype"],
             "display": row["display"], "html": str(render_activity(row))}
-    return ServerSentEvent(data=json.dumps(data), event="activity", id=str(row["seq"]))
+    return ServerSentEvent(data=json.dumps(data), event="activity", id=str(row["seq"])).encode()
 
 
-async def _replay(request: Request, pk: int, after: int) -> AsyncIterator[dict]:
+def prepare_activity(item: dict) -> dict:
+    """Hub hook: render and encode a live row once, for every subscriber (bench/sse.py: rendering
+    per client saturated a core at 10 clients)."""
+    item["sse"] = _activity_event({**item, "type": item["line_type"]})
+    return item
+
+
+async def _replay(request: Request, pk: int, after: int) -> AsyncIterator[tuple[int, bytes]]:
+    """(last seq, encoded frames) per batch of stored rows after ``after``: one write per batch."""
     db = state(request).db
     while True:
         rows = await db.fetchall(
             "SELECT session_pk, seq, attempt, ts, type, subtype, display, raw FROM activity"
             " WHERE session_pk = ? AND seq > ? ORDER BY seq LIMIT ?", (pk, after, REPLAY_BATCH))
-        for r in rows:
-            yield dict(r)
-            after = r["seq"]
+        if rows:
+            after = rows[-1]["seq"]
+            yield after, b"".join(_activity_event(dict(r)) for r in rows)
         if len(rows) < REPLAY_BATCH:
             return
 
@@ -72,34 +84,43 @@ async def session_stream(request: Request) -> EventSourceResponse:
     start = _start_seq(request)
     sub = st.hub.subscribe(pk)  # before the replay: nothing committed meanwhile can be missed
 
-    async def generate() -> AsyncIterator[ServerSentEvent]:
+    async def generate() -> AsyncIterator[bytes | ServerSentEvent]:
         last = start
         try:
-            async for row in _replay(request, pk, last):
-                yield _activity_event(row)
-                last = row["seq"]
+            async for seq, frames in _replay(request, pk, last):
+                last = seq
+                yield frames
             finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
             while not finished:
                 try:
-                    item = await asyncio.wait_for(sub.get(), timeout=IDLE_CHECK)
+                    items = [await asyncio.wait_for(sub.get(), timeout=IDLE_CHECK)]
                 except TimeoutError:  # quiet: make sure the session did not end unseen
                     finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
                     continue
-                kind = item.get("type")
-                if kind == "activity":
-                    if item["seq"] > last:
-                        yield _activity_event({**item, "type": item["line_type"]})
-                        last = item["seq"]
-                elif kind == "resync":
-                    yield ServerSentEvent(data=json.dumps({"after": last}), event="resync")
-                    async for row in _replay(request, pk, last):
-                        yield _activity_event(row)
-                        last = row["seq"]
-                elif kind == "session_finished":
-                    finished = True
-            async for row in _replay(request, pk, last):  # lines committed before the end
-                yield _activity_event(row)
-                last = row["seq"]
+                while len(items) < SEND_BATCH and not sub.queue.empty():
+                    items.append(sub.queue.get_nowait())  # everything queued goes out in one write
+                frames: list[bytes] = []
+                for item in items:
+                    kind = item.get("type")
+                    if kind == "activity":
+                        if item["seq"] > last:
+                            frames.append(item.get("sse") or _activity_event({**item, "type": item["line_type"]}))
+                            last = item["seq"]
+                    elif kind == "resync":
+                        frames.append(ServerSentEvent(data=json.dumps({"after": last}), event="resync").encode())
+                        if frames:
+                            yield b"".join(frames)
+                            frames = []
+                        async for seq, replayed in _replay(request, pk, last):
+                            last = seq
+                            yield replayed
+                    elif kind == "session_finished":
+                        finished = True
+                if frames:
+                    yield b"".join(frames)
+            async for seq, frames in _replay(request, pk, last):  # lines committed before the end
+                last = seq
+                yield frames
             status = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,))
             yield ServerSentEvent(data=json.dumps({"status": status}), event="end")
         finally:
