@@ -59,7 +59,7 @@ class LiveServer:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         headers = kwargs.pop("headers", {})
-        if self.token and kwargs.pop("auth", True):
+        if kwargs.pop("auth", True) and self.token:
             headers.setdefault("Authorization", f"Bearer {self.token}")
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
 
