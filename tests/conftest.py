@@ -9,10 +9,17 @@ import pytest
 from app.config import Settings
 from app.output.validate import OutputValidator
 from app.store.db import Database
+from tests.fakes.claude_control import FIXTURES, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "claude-code" / "2.1.197"
+ROOT = REPO
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) if FIXTURES.is_dir() else []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not FIXTURES.is_dir():  # one clear message instead of dozens of failing tests
+        raise pytest.UsageError(
+            f"the real CLI captures are missing: {FIXTURES} does not exist. Clone this repository beside "
+            "shared/ (as CI does), or set TIEROPS_SHARED_DIR to the shared/ folder.")
 
 
 def fixture_stream(name: str) -> Path:

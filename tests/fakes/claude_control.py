@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = (REPO.parent / "shared" / "fixtures" / "claude-code" / "2.1.197").resolve()
+# ../shared beside the clone, as on CI; TIEROPS_SHARED_DIR points elsewhere (one place for all tests).
+SHARED = Path(os.environ.get("TIEROPS_SHARED_DIR") or REPO.parent / "shared")
+FIXTURES = (SHARED / "fixtures" / "claude-code" / "2.1.197").resolve()
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"
 
 STAGE_KEYS = {
