@@ -49,6 +49,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     parent: dict | None = None
     chain_id: int | None = None
     chain: list[dict] = []
+    tier_prompt = base_prompt(settings, tier, prompt)
     while True:
         handoff = None
         if parent is not None:
@@ -57,7 +58,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             handoff = handoff_block(parent, checks, chain)
         sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget),
                                   handoff)
-        req = TierRequest(tier=tier, prompt=base_prompt(settings, tier, prompt), system_prompt=sysprompt,
+        req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
                           trigger="escalation" if parent else trigger,
                           parent_pk=parent["id"] if parent else None, chain_id=chain_id)
         result = await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
@@ -68,18 +69,16 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         row = dict(await db.fetchone("SELECT * FROM sessions WHERE id = ?", (result.pk,)))
         chain.append(row)
         attention = await _decide(db, settings, row, result.api_failure, chain_id)
+        if attention is None and row["escalation_needed"]:
+            try:  # read before escalating: a missing prompt file must not silently drop the escalation
+                tier_prompt = base_prompt(settings, tier + 1, prompt)
+            except PromptError as exc:
+                attention = f"escalation requested but {exc}"
         if attention is not None:
             async with db.write() as conn:
                 await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?", (attention, result.pk))
             break
         if not row["escalation_needed"]:
-            break
-        try:
-            base_prompt(settings, tier + 1, prompt)
-        except PromptError as exc:
-            async with db.write() as conn:
-                await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?",
-                                   (f"escalation requested but {exc}", result.pk))
             break
         parent = row
         tier += 1

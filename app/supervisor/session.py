@@ -13,6 +13,7 @@ retried: they are recorded with their reason.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.config import Settings
@@ -58,7 +59,7 @@ class SessionHandle:
 
 async def run_tier_session(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None,
                            req: TierRequest, handle: SessionHandle | None = None,
-                           on_start: callable | None = None) -> SessionResult:
+                           on_start: Callable[[int, SessionHandle], None] | None = None) -> SessionResult:
     """1. create the session row; 2. spawn and stream; 3. recover output by resuming;
     4. finalize (route, status) and return the report."""
     handle = handle or SessionHandle()

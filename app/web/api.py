@@ -145,7 +145,7 @@ async def runs(request: Request) -> Response:
     if first.done():
         return JSONResponse({"id": first.result(), "tier": req.tier, "status": "running"}, status_code=202,
                             headers={"location": f"/api/v1/sessions/{first.result()}"})
-    if task.done() and task.exception() is not None:
+    if task.done() and not task.cancelled() and task.exception() is not None:
         raise ApiError(500, "run_failed", f"the cycle could not start: {task.exception()}")
     raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
 
