@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -18,15 +19,22 @@ from typing import Any
 import click
 
 from app.config import Settings
-from app.ingest import IngestError, ingest_path, spool_stdin
+from app.engine.ingest import ingest_path, spool_stdin
+from app.engine.report import SessionReport
+from app.errors import InputError, TierOpsError
 from app.output.validate import OutputValidator, SchemaLoadError
-from app.store import queries
-from app.store.db import Database, StoreError
+from app.store import findings
+from app.store import memories as memory_store
+from app.store import sessions as session_store
+from app.store.db import Database
+from app.store.rows import ChainLink, EventRow, MemoryRow, SessionListRow
+from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 
 EXIT_BAD_INPUT = 2
+EXIT_STOPPED = 130  # 128 + SIGINT, as shells report a stopped command
 
 
-class CommandError(Exception):
+class CommandError(InputError):
     """An operator-facing error: printed as one line, exit code 2."""
 
 
@@ -42,11 +50,29 @@ def _settings(db: str | None) -> Settings:
     return settings
 
 
-def _run(fn: Callable[[], Awaitable[Any]]) -> Any:
+def _run(fn: Callable[[], Awaitable[Any]], *, stoppable: bool = False) -> Any:
+    """Run ``fn`` on a fresh event loop. Every :class:`TierOpsError` is one error line, exit 2.
+
+    ``stoppable``: SIGTERM and SIGINT cancel the command's task through the loop's own signal
+    handlers (``loop.add_signal_handler``), so running sessions are finalized ``interrupted`` and
+    their process groups killed. Installed on the loop, the handlers also work when the shell
+    started us with SIGINT ignored (a background job of a non-interactive shell).
+    """
+    async def main() -> Any:
+        if stoppable:
+            loop = asyncio.get_running_loop()
+            if (task := asyncio.current_task()) is not None:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, task.cancel)
+        return await fn()
+
     try:
-        return asyncio.run(fn())
-    except (CommandError, IngestError, SchemaLoadError, StoreError) as exc:
+        return asyncio.run(main())
+    except TierOpsError as exc:
         _fail(str(exc))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        click.echo("stopped", err=True)
+        sys.exit(EXIT_STOPPED)
 
 
 def _emit_json(value: Any) -> None:
@@ -80,7 +106,7 @@ def ingest(file: str, db: str | None, schema: str | None, tier: int | None, as_j
     elif not path.exists():
         _fail(f"stream file not found: {file}")
 
-    async def go() -> tuple[dict, bool]:
+    async def go() -> tuple[SessionReport, bool]:
         async with await Database.open(settings.db) as store:
             return await ingest_path(store, path, validator, settings, tier=tier)
 
@@ -104,7 +130,7 @@ def _load_validator(path: str | Path) -> OutputValidator:
         raise  # unreachable
 
 
-def format_report(r: dict) -> str:
+def format_report(r: SessionReport) -> str:
     lines = []
     head = f"session {r['id']} (CLI {r['session_id'] or 'unknown'})"
     if r["tier"]:
@@ -120,8 +146,7 @@ def format_report(r: dict) -> str:
     v = r["validation"]
     vtext = "valid" if v["valid"] else ("n/a" if v["valid"] is None else f"invalid ({len(v['errors'])} errors)")
     lines.append(f"  source: {r['source']}, structured output {vtext}, attempts {r['attempts']}")
-    for err in v["errors"][:10]:
-        lines.append(f"    {err['path']}: {err['message']}")
+    lines.extend(f"    {err['path']}: {err['message']}" for err in v["errors"][:10])
     cost = f"${r['cost_usd']:.4f}" if r["cost_usd"] is not None else "n/a"
     lines.append(f"  cost {cost}, turns {r['num_turns'] if r['num_turns'] is not None else 'n/a'}, "
                  f"activity lines {r['activity_count']}")
@@ -149,16 +174,15 @@ def format_report(r: dict) -> str:
             lines.append("    failed checks: " + ", ".join(esc["failed_checks"]))
     else:
         lines.append("  escalation: not needed")
-    for note in r.get("notes") or []:
-        lines.append(f"  note: {note}")
+    lines.extend(f"  note: {note}" for note in r.get("notes") or [])
     return "\n".join(lines)
 
 
-def _list_command(fetch: Callable[[Database], Awaitable[list[dict]]], db: str | None, as_json: bool,
-                  render: Callable[[dict], str], empty: str) -> None:
+def _list_command(fetch: Callable[[Database], Awaitable[list[Any]]], db: str | None, as_json: bool,
+                  render: Callable[[Any], str], empty: str) -> None:
     settings = _settings(db)
 
-    async def go() -> list[dict]:
+    async def go() -> list[Any]:
         async with await Database.open(settings.db) as store:
             return await fetch(store)
 
@@ -175,37 +199,37 @@ def _list_command(fetch: Callable[[Database], Awaitable[list[dict]]], db: str | 
 @main.command()
 @db_option
 @json_option
-@click.option("--status", type=click.Choice(["running", "completed", "failed", "interrupted"]))
-@click.option("--tier", type=int)
+@click.option("--status", type=click.Choice(values(SessionStatus)))
+@click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER))
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def sessions(db: str | None, as_json: bool, status: str | None, tier: int | None, limit: int) -> None:
     """List stored sessions, newest first."""
-    def render(s: dict) -> str:
+    def render(s: SessionListRow) -> str:
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
         flags = " degraded" if s["degraded"] else ""
         parent = f" parent={s['parent_session_id']}" if s["parent_session_id"] else ""
         return (f"{s['id']:>5}  {s['started_at']}  tier {s['tier'] or '-'}  {s['status']:<11}{flags}  "
                 f"source={s['source'] or '-'}  {cost}  {s['session_id'] or '-'}{parent}")
 
-    _list_command(lambda store: queries.list_sessions(store, status=status, tier=tier, limit=limit),
+    _list_command(lambda store: session_store.list_sessions(store, status=status, tier=tier, limit=limit),
                   db, as_json, render, "no sessions stored")
 
 
 @main.command()
 @db_option
 @json_option
-@click.option("--level", type=click.Choice(["info", "warning", "critical"]))
+@click.option("--level", type=click.Choice(values(Level)))
 @click.option("--service")
 @click.option("--session", type=int, help="Our session id (the 'id' column of `tierops sessions`).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 def events(db: str | None, as_json: bool, level: str | None, service: str | None, session: int | None,
            limit: int) -> None:
     """List routed events, newest first."""
-    def render(e: dict) -> str:
+    def render(e: EventRow) -> str:
         svc = f"[{e['service']}] " if e["service"] else ""
         return f"{e['id']:>5}  {e['created_at']}  session {e['session_pk']}  {e['level']:<8} {svc}{e['message']}"
 
-    _list_command(lambda store: queries.list_events(store, level=level, service=service, session=session,
+    _list_command(lambda store: findings.list_events(store, level=level, service=service, session=session,
                                                     limit=limit),
                   db, as_json, render, "no events stored")
 
@@ -220,25 +244,14 @@ def events(db: str | None, as_json: bool, level: str | None, service: str | None
 def memories(db: str | None, as_json: bool, service: str | None, category: str | None, active: bool | None,
              limit: int) -> None:
     """List what the agent remembers, most recently updated first."""
-    def render(m: dict) -> str:
+    def render(m: MemoryRow) -> str:
         svc = f"{m['service']}:" if m["service"] else ""
         state = "" if m["active"] else " (inactive)"
         return f"{m['id']:>5}  {m['confidence']:.2f}  x{m['times_seen']}  {svc}{m['category']} = {m['value']}{state}"
 
-    _list_command(lambda store: queries.list_memories(store, service=service, category=category, active=active,
+    _list_command(lambda store: memory_store.list_memories(store, service=service, category=category, active=active,
                                                       limit=limit),
                   db, as_json, render, "no memories stored")
-
-
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM (docker stop, systemctl stop) winds down like Ctrl-C: asyncio.run cancels the running
-    tasks, so sessions are finalized 'interrupted' and their process groups killed."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _supervisor_parts(db: str | None) -> tuple[Settings, OutputValidator]:
@@ -246,7 +259,7 @@ def _supervisor_parts(db: str | None) -> tuple[Settings, OutputValidator]:
     return settings, _load_validator(settings.schema_file)
 
 
-def _render_chain(chain: list[dict]) -> str:
+def _render_chain(chain: list[ChainLink]) -> str:
     lines = []
     for s in chain:
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
@@ -267,34 +280,28 @@ def _render_chain(chain: list[dict]) -> str:
 @main.command()
 @db_option
 @json_option
-@click.option("--tier", type=click.IntRange(1, 3), default=1, show_default=True, help="Tier to start the chain at.")
+@click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER), default=MIN_TIER, show_default=True,
+              help="Tier to start the chain at.")
 @click.option("--prompt", "prompt", help="Extra operator request appended to the tier prompt.")
 def run(db: str | None, as_json: bool, tier: int, prompt: str | None) -> None:
     """Run one escalation chain now and print it. Refused at once while another cycle runs."""
-    from app.supervisor.chain import PromptError
-    from app.supervisor.scheduler import CycleBusy, Supervisor
+    from app.supervisor.scheduler import Supervisor
 
-    _sigterm_as_interrupt()
     settings, validator = _supervisor_parts(db)
     if tier > settings.max_tier:
         _fail(f"--tier {tier} is above TIEROPS_MAX_TIER={settings.max_tier}")
 
-    async def go() -> list[dict]:
+    async def go() -> list[ChainLink]:
         async with await Database.open(settings.db) as store:
-            sup = Supervisor(store, settings, validator)
-            try:
-                return await sup.run_cycle(tier=tier, prompt=prompt, trigger="manual")
-            except CycleBusy as exc:
-                raise CommandError(str(exc)) from None
-            except PromptError as exc:
-                raise CommandError(str(exc)) from None
+            return await Supervisor(store, settings, validator).run_cycle(tier=tier, prompt=prompt,
+                                                                          trigger=Trigger.MANUAL)
 
-    chain = _run(go)
+    chain = _run(go, stoppable=True)
     if as_json:
         _emit_json(chain)
     else:
         click.echo(_render_chain(chain))
-    if any(s["status"] == "failed" for s in chain):
+    if any(s["status"] == SessionStatus.FAILED for s in chain):
         sys.exit(1)
 
 
@@ -308,7 +315,6 @@ def supervise(db: str | None, once: bool) -> None:
     from app.supervisor.scheduler import Supervisor
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _sigterm_as_interrupt()
     settings, validator = _supervisor_parts(db)
 
     async def go() -> None:
@@ -324,10 +330,7 @@ def supervise(db: str | None, once: bool) -> None:
             if sup.last_chain:
                 click.echo(_render_chain(sup.last_chain))
 
-    try:
-        _run(go)
-    except KeyboardInterrupt:
-        click.echo("stopped", err=True)
+    _run(go, stoppable=True)
 
 
 @main.command()
@@ -341,7 +344,7 @@ def serve(db: str | None, host: str, port: int) -> None:
     settings, _ = _supervisor_parts(db)
     try:
         serve_app(settings, host, port)
-    except ValueError as exc:
+    except TierOpsError as exc:
         _fail(str(exc))
 
 

@@ -2,18 +2,30 @@
 
 The README's settings table is checked against these fields by ``tests/test_docs.py``, so a
 setting cannot be added without being documented.
+
+Every field is written out (the per-tier ones too) so that type checkers, IDEs and readers see
+the same class pydantic builds.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr, create_model, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.output.validate import DEFAULT_SCHEMA_PATH
+from app.errors import ConfigError
+from app.paths import DEFAULT_SCHEMA_PATH, PROMPTS_DIR
+from app.vocab import MAX_TIER, MIN_TIER
 
-PROMPTS_DIR = DEFAULT_SCHEMA_PATH.parents[1] / "prompts"
+__all__ = [
+    "PROMPTS_DIR",
+    "READ_ONLY_TOOLS",
+    "Settings",
+    "TierConfig",
+    "get_settings",
+]
+
 READ_ONLY_TOOLS = (
     "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
     "Bash(journalctl *),Bash(df *),Bash(free *),Bash(uptime),Bash(ss *),Bash(ps *),Bash(curl *),"
@@ -21,19 +33,19 @@ READ_ONLY_TOOLS = (
 )
 
 
-def _tier(n: int, model: str, allowed: str, disallowed: str, timeout: int, turns: int, prompt: str) -> dict:
-    return {
-        f"tier{n}_model": (str, Field(model, description=f"Model alias or id for tier {n}.")),
-        f"tier{n}_allowed_tools": (str, Field(allowed, description=f"--allowedTools rules for tier {n}, comma separated.")),
-        f"tier{n}_disallowed_tools": (str, Field(
-            disallowed, description=f"--disallowedTools for tier {n}, comma separated (a bare name removes the tool).")),
-        f"tier{n}_timeout": (int, Field(timeout, ge=1, description=f"Seconds before a tier {n} run is killed.")),
-        f"tier{n}_max_turns": (int, Field(turns, ge=1, description=f"--max-turns for tier {n}.")),
-        f"tier{n}_prompt_file": (Path, Field(PROMPTS_DIR / prompt, description=f"Prompt file (the -p text) of tier {n}.")),
-    }
+class TierConfig(BaseModel):
+    tier: int
+    model: str
+    allowed_tools: list[str]
+    disallowed_tools: list[str]
+    timeout: int
+    max_turns: int
+    prompt_file: Path
 
 
-class _CoreSettings(BaseSettings):
+class Settings(BaseSettings):
+    """Every TierOps setting; see the README's settings table."""
+
     model_config = SettingsConfigDict(env_prefix="TIEROPS_", env_file=".env", extra="ignore")
 
     db: Path = Field(Path("state/tierops.db"), description="SQLite database file (created with its folder).")
@@ -70,7 +82,9 @@ class _CoreSettings(BaseSettings):
         description="Directories the CLI may work in besides the session's own (--add-dir), comma separated. "
         "The CLI blocks even read-only commands (cat, tail, grep) outside these, whatever the allow rules say.",
     )
-    max_tier: int = Field(3, ge=1, le=3, description="Highest tier an escalation chain may reach.")
+    max_tier: int = Field(
+        MAX_TIER, ge=MIN_TIER, le=MAX_TIER, description="Highest tier an escalation chain may reach."
+    )
     interval: int = Field(3600, ge=10, description="Seconds between scheduled cycles (first cycle at start).")
     cron: str = Field("", description="Cron expression for cycles instead of TIEROPS_INTERVAL, e.g. '*/30 * * * *'.")
     output_max_retries: int = Field(
@@ -93,6 +107,40 @@ class _CoreSettings(BaseSettings):
         None, description="File holding the token (instead of TIEROPS_TOKEN); a missing file is an error at start.")
     schedule: bool = Field(True, description="Run scheduled cycles inside `tierops serve` (false: only Run Now).")
 
+    # -- tier 1: observe ---------------------------------------------------------------------
+    tier1_model: str = Field("haiku", description="Model alias or id for tier 1.")
+    tier1_allowed_tools: str = Field(
+        READ_ONLY_TOOLS, description="--allowedTools rules for tier 1, comma separated.")
+    tier1_disallowed_tools: str = Field(
+        "Edit,Write,NotebookEdit,WebFetch,WebSearch",
+        description="--disallowedTools for tier 1, comma separated (a bare name removes the tool).")
+    tier1_timeout: int = Field(600, ge=1, description="Seconds before a tier 1 run is killed.")
+    tier1_max_turns: int = Field(30, ge=1, description="--max-turns for tier 1.")
+    tier1_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier1-observe.md", description="Prompt file (the -p text) of tier 1.")
+    # -- tier 2: investigate -----------------------------------------------------------------
+    tier2_model: str = Field("sonnet", description="Model alias or id for tier 2.")
+    tier2_allowed_tools: str = Field(
+        "Read,Grep,Glob,Bash", description="--allowedTools rules for tier 2, comma separated.")
+    tier2_disallowed_tools: str = Field(
+        "NotebookEdit,WebFetch,WebSearch",
+        description="--disallowedTools for tier 2, comma separated (a bare name removes the tool).")
+    tier2_timeout: int = Field(900, ge=1, description="Seconds before a tier 2 run is killed.")
+    tier2_max_turns: int = Field(50, ge=1, description="--max-turns for tier 2.")
+    tier2_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier2-investigate.md", description="Prompt file (the -p text) of tier 2.")
+    # -- tier 3: remediate -------------------------------------------------------------------
+    tier3_model: str = Field("opus", description="Model alias or id for tier 3.")
+    tier3_allowed_tools: str = Field(
+        "Read,Grep,Glob,Bash,Edit,Write", description="--allowedTools rules for tier 3, comma separated.")
+    tier3_disallowed_tools: str = Field(
+        "WebSearch",
+        description="--disallowedTools for tier 3, comma separated (a bare name removes the tool).")
+    tier3_timeout: int = Field(1800, ge=1, description="Seconds before a tier 3 run is killed.")
+    tier3_max_turns: int = Field(80, ge=1, description="--max-turns for tier 3.")
+    tier3_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier3-remediate.md", description="Prompt file (the -p text) of tier 3.")
+
     @field_validator("cron")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
@@ -104,28 +152,43 @@ class _CoreSettings(BaseSettings):
         return value.strip()
 
     def tier(self, n: int) -> TierConfig:
-        """The configuration of tier ``n`` (1..3)."""
+        """The configuration of tier ``n`` (``MIN_TIER``..``MAX_TIER``)."""
+        match n:
+            case 1:
+                model, allowed, disallowed = self.tier1_model, self.tier1_allowed_tools, self.tier1_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier1_timeout, self.tier1_max_turns, self.tier1_prompt_file
+            case 2:
+                model, allowed, disallowed = self.tier2_model, self.tier2_allowed_tools, self.tier2_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier2_timeout, self.tier2_max_turns, self.tier2_prompt_file
+            case 3:
+                model, allowed, disallowed = self.tier3_model, self.tier3_allowed_tools, self.tier3_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier3_timeout, self.tier3_max_turns, self.tier3_prompt_file
+            case _:
+                raise ValueError(f"no tier {n}: tiers are {MIN_TIER}..{MAX_TIER}")
         return TierConfig(
             tier=n,
-            model=getattr(self, f"tier{n}_model"),
-            allowed_tools=_split(getattr(self, f"tier{n}_allowed_tools")),
-            disallowed_tools=_split(getattr(self, f"tier{n}_disallowed_tools")),
-            timeout=getattr(self, f"tier{n}_timeout"),
-            max_turns=getattr(self, f"tier{n}_max_turns"),
-            prompt_file=getattr(self, f"tier{n}_prompt_file"),
+            model=model,
+            allowed_tools=_split(allowed),
+            disallowed_tools=_split(disallowed),
+            timeout=timeout,
+            max_turns=max_turns,
+            prompt_file=prompt_file,
         )
 
     def resolved_token(self) -> str | None:
-        """The dashboard/API token from TIEROPS_TOKEN or TIEROPS_TOKEN_FILE (None: auth off)."""
+        """The dashboard/API token from TIEROPS_TOKEN or TIEROPS_TOKEN_FILE (None: auth off).
+
+        Raises :class:`ConfigError` when TIEROPS_TOKEN_FILE is set but unreadable or empty.
+        """
         if self.token is not None and self.token.get_secret_value().strip():
             return self.token.get_secret_value().strip()
         if self.token_file is not None:
             try:
                 value = self.token_file.read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"TIEROPS_TOKEN_FILE {self.token_file}: {exc.strerror}") from None
+                raise ConfigError(f"TIEROPS_TOKEN_FILE {self.token_file}: {exc.strerror}") from None
             if not value:
-                raise ValueError(f"TIEROPS_TOKEN_FILE {self.token_file} is empty")
+                raise ConfigError(f"TIEROPS_TOKEN_FILE {self.token_file} is empty")
             return value
         return None
 
@@ -136,33 +199,15 @@ class _CoreSettings(BaseSettings):
         return _split(self.child_env_allow)
 
 
-_TIERS = {
-    **_tier(1, "haiku", READ_ONLY_TOOLS, "Edit,Write,NotebookEdit,WebFetch,WebSearch", 600, 30, "tier1-observe.md"),
-    **_tier(2, "sonnet", "Read,Grep,Glob,Bash", "NotebookEdit,WebFetch,WebSearch", 900, 50, "tier2-investigate.md"),
-    **_tier(3, "opus", "Read,Grep,Glob,Bash,Edit,Write", "WebSearch", 1800, 80, "tier3-remediate.md"),
-}
-# The per-tier settings (TIEROPS_TIER1_MODEL, ...) are declared once in _tier() above.
-Settings = create_model("Settings", __base__=_CoreSettings, __module__=__name__, **_TIERS)
-Settings.__doc__ = "Every TierOps setting; see the README's settings table."
-
-
-class TierConfig(BaseModel):
-    tier: int
-    model: str
-    allowed_tools: list[str]
-    disallowed_tools: list[str]
-    timeout: int
-    max_turns: int
-    prompt_file: Path
-
-
 def _split(value: str) -> list[str]:
     return [part.strip() for part in _split_top_level(value) if part.strip()]
 
 
 def _split_top_level(value: str) -> list[str]:
     """Split on commas outside parentheses: 'Bash(a, b),Read' → ['Bash(a, b)', 'Read']."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in value:
         if ch == "(":
             depth += 1

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import re2
 
+from app.errors import ConfigError
+
 if TYPE_CHECKING:
     from app.config import Settings
 
@@ -82,7 +84,7 @@ def _re2_safe(pattern: str) -> str:
     return pattern.replace("(?P<keep>", "(")
 
 
-def _mask(match: re.Match) -> str:
+def _mask(match: re.Match[str]) -> str:
     keep = match.groupdict().get("keep")
     return (keep or "") + MASK
 
@@ -91,6 +93,6 @@ def redactor_for(settings: Settings) -> Redactor:
     """The redactor every recorder uses: environment secrets plus the dashboard token."""
     try:
         token = settings.resolved_token()
-    except ValueError:  # a broken token file is reported where the token is needed (serve)
+    except ConfigError:  # a broken token file is reported where the token is needed (serve)
         token = None
     return Redactor.from_environment(extra=[token] if token else [])

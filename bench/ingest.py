@@ -87,7 +87,7 @@ if mode == "floor":
     elapsed = time.perf_counter() - t0
 else:
     from app.config import Settings
-    from app.ingest import ingest_path
+    from app.engine.ingest import ingest_path
     from app.output.validate import OutputValidator
     from app.store.db import Database
     from pathlib import Path

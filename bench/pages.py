@@ -274,10 +274,9 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
         attempts.append((pk, 1, "stream", "success" if ok else None, int(not ok), int(ok),
                          json.dumps(out) if ok else None, int(ok) if ok else None, "[]", iso_end))
         if ok:
-            for ev in out["events"]:
-                events.append((pk, ev["level"], None, ev["service"], ev["message"], "structured_output", iso_end))
-            for c in out["services_checked"]:
-                checks.append((pk, c["name"], c["status"], c["detail"], iso_end))
+            events.extend((pk, ev["level"], None, ev["service"], ev["message"], "structured_output", iso_end)
+                          for ev in out["events"])
+            checks.extend((pk, c["name"], c["status"], c["detail"], iso_end) for c in out["services_checked"])
         # activity: init, middle lines, StructuredOutput + ack + result
         n = counts[i]
         lines = [pool.init] + [pool.middle[rnd.randrange(len(pool.middle))] for _ in range(n - 4)] + calls
@@ -291,7 +290,7 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
         parent = pk
         tier = tier + 1 if escalate else 1
     _flush(conn, session_rows, activity, events, checks, attempts)
-    mem = [(rnd.choice(SERVICES + [None]), rnd.choice(["baseline", "flaky", "owner", "maintenance", "threshold"]),
+    mem = [(rnd.choice([*SERVICES, None]), rnd.choice(["baseline", "flaky", "owner", "maintenance", "threshold"]),
             f"{_words(rnd, 4, 14)} #{j}", round(rnd.uniform(0.3, 1.0), 2), int(rnd.random() < 0.8), rnd.randint(1, 30),
             "2026-06-02T00:00:00.000Z", "2026-07-01T00:00:00.000Z", rnd.randint(1, sessions), None)
            for j in range(500)]
@@ -516,7 +515,7 @@ def main() -> int:
     if missed or args.explain:
         print("\nwhy (query plans and timings on the same file):")
         explain(db_path, big_ids[0] if big_ids else 1)
-        for pk in big_ids[:1] + [rnd.randint(1, n_sessions)]:
+        for pk in [*big_ids[:1], rnd.randint(1, n_sessions)]:
             split_session_page(db_path, pk)
     if missed:
         print(f"\nMISSED: {', '.join(missed)}")

@@ -118,7 +118,7 @@ async def _run_clients(base: str, pk: int, k: int, conn) -> list[dict]:
         tasks = [asyncio.create_task(_client(http, f"/sessions/{pk}/stream", connected, counter, k)) for _ in range(k)]
         await asyncio.wait_for(connected.wait(), 20)
         conn.send(("connected", None))
-        done, pending = await asyncio.wait(tasks, timeout=SCENARIO_TIMEOUT)
+        _done, pending = await asyncio.wait(tasks, timeout=SCENARIO_TIMEOUT)
         for t in pending:
             t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs, then runs the whole suite (lint + pytest).
+# Installs everything the test suite needs, then runs the whole suite (ruff, mypy, pytest).
 # Every step is skipped when already done, so a second run starts testing at once:
 #   - .venv with the package and its test extras (reinstalled when pyproject.toml changes)
 #   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
@@ -33,6 +33,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 .venv/bin/ruff check .
+.venv/bin/mypy app  # [tool.mypy] in pyproject.toml; strict for the modules listed there
 
 set +e
 .venv/bin/python -m pytest "$@"

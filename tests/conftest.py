@@ -9,10 +9,7 @@ import pytest
 from app.config import Settings
 from app.output.validate import OutputValidator
 from app.store.db import Database
-from tests.fakes.claude_control import FIXTURES, REPO
-
-ROOT = REPO
-SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) if FIXTURES.is_dir() else []
+from tests.fakes.claude_control import FIXTURES
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,10 +17,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"the real CLI captures are missing: {FIXTURES} does not exist. Clone this repository beside "
             "shared/ (as CI does), or set TIEROPS_SHARED_DIR to the shared/ folder.")
-
-
-def fixture_stream(name: str) -> Path:
-    return FIXTURES / name / "stdout.jsonl"
 
 
 @pytest.fixture

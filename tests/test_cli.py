@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fixture_stream
+from tests.helpers import fixture_stream
 
 TIEROPS = [sys.executable, "-m", "app.cli"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from app.config import Settings
-from tests.conftest import ROOT
+from tests.fakes.claude_control import REPO as ROOT
 
 README = (ROOT / "README.md").read_text()
 

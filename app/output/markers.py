@@ -31,7 +31,7 @@ _EVENT = re.compile(rf"\[EVENT:(?P<level>[A-Za-z]+)(?::(?P<service>{_SERVICE}))?
 _MEMORY = re.compile(rf"\[MEMORY:(?P<category>[A-Za-z0-9_.\-]+)(?::(?P<service>{_SERVICE}))?\]\s*(?P<msg>.*)")
 _COOLDOWN = re.compile(
     rf"\[COOLDOWN:(?P<action>restart|redeployment):(?P<service>{_SERVICE})\]\s*"
-    r"(?P<outcome>success|failure)\b\s*(?:[—–:-]+\s*)?(?P<note>.*)",
+    r"(?P<outcome>success|failure)\b\s*(?:[—–:-]+\s*)?(?P<note>.*)",  # noqa: RUF001 (the en dash is one of the separators)
     re.IGNORECASE,
 )
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")

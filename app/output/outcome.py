@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.stream.parser import ResultLine
 
@@ -30,7 +31,7 @@ class RunStatus:
 
 
 def decide_status(result: ResultLine | None, exit_code: int | None = None,
-                  last_retry: dict | None = None) -> RunStatus:
+                  last_retry: dict[str, Any] | None = None) -> RunStatus:
     if result is None:
         reason = "stream ended without a result line (the process died, was killed or timed out)"
         if exit_code is not None:

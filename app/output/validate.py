@@ -22,12 +22,22 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
-DEFAULT_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "agent-response.json"
+from app.errors import ConfigError
+from app.paths import DEFAULT_SCHEMA_PATH
+
+__all__ = [
+    "DEFAULT_SCHEMA_PATH",
+    "OutputValidator",
+    "SchemaLoadError",
+    "ValidationIssue",
+    "ValidationResult",
+    "json_path",
+]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class SchemaLoadError(Exception):
+class SchemaLoadError(ConfigError):
     """The schema file is missing, not JSON, or not a valid JSON Schema. Message says which."""
 
 
@@ -65,7 +75,7 @@ def json_path(parts: Any) -> str:
 class OutputValidator:
     """A compiled schema. Create once per schema, call :meth:`validate` per output."""
 
-    def __init__(self, schema: dict, source: str = "<schema>") -> None:
+    def __init__(self, schema: dict[str, Any], source: str = "<schema>") -> None:
         if not isinstance(schema, dict):
             raise SchemaLoadError(f"{source}: a JSON Schema must be a JSON object, got {type(schema).__name__}")
         cls = validator_for(schema, default=jsonschema.Draft202012Validator)

@@ -6,15 +6,21 @@ trip over each other. Rules, following datasette's ``Database``:
 * one writer connection; every write goes through :meth:`Database.write`, which serialises
   writers with an asyncio lock and wraps the block in ``BEGIN IMMEDIATE`` … ``COMMIT``
   (``ROLLBACK`` on any exception, so a failed ingest loses nothing already stored);
-* a separate reader connection for queries (WAL lets it read while the writer writes);
+* a small pool of reader connections (:meth:`Database.read`): a read borrows one connection for
+  its whole statement, so concurrent requests never interleave cursors on a shared connection
+  (one shared reader let a request see a snapshot older than a write it had just made — issue #9
+  §3). :meth:`Database.read_fresh` reads on the writer, behind the write lock, for answers that
+  must include the caller's own last write;
 * WAL, ``busy_timeout``, foreign keys on; named, ordered migrations applied at :meth:`open`.
 
-Callers never hold a connection outside these context managers.
+Only modules under ``app/store/`` use this class's connections; the rest of TierOps calls the
+named functions of those modules (``tests/test_layers.py`` enforces it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -23,13 +29,15 @@ from typing import Any
 
 import aiosqlite
 
+from app.errors import StoreError
 from app.store.migrations import MIGRATIONS
 
+log = logging.getLogger(__name__)
+
 BUSY_TIMEOUT_MS = 10_000
+READERS = 3  # 2 cores: more readers only add threads (bench/pages.py)
 
-
-class StoreError(Exception):
-    """The database could not be opened or migrated. The message names the file and the cause."""
+__all__ = ["BUSY_TIMEOUT_MS", "READERS", "Database", "StoreError"]
 
 
 async def _connect(path: str) -> aiosqlite.Connection:
@@ -46,15 +54,17 @@ async def _connect(path: str) -> aiosqlite.Connection:
 
 
 class Database:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, readers: int = READERS) -> None:
         self.path = str(path)
         self._writer: aiosqlite.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._reader_count = max(1, readers)
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str | Path) -> Database:
-        db = cls(path)
+    async def open(cls, path: str | Path, readers: int = READERS) -> Database:
+        db = cls(path, readers)
         try:
             if db.path != ":memory:":
                 Path(db.path).parent.mkdir(parents=True, exist_ok=True)
@@ -65,18 +75,24 @@ class Database:
             await db._writer.execute("PRAGMA page_size = 16384")
             await db._writer.execute("PRAGMA journal_mode = WAL")
             await db._writer.execute("PRAGMA wal_autocheckpoint = 2000")  # ~32 MiB of WAL between checkpoints
-            await db._migrate()
-            db._reader = await _connect(db.path)
+            await db._migrate(db._writer)
+            for _ in range(db._reader_count):
+                conn = await _connect(db.path)
+                db._readers.append(conn)
+                db._idle.put_nowait(conn)
         except (sqlite3.Error, OSError) as exc:
             await db.close()
             raise StoreError(f"cannot open database {db.path}: {exc}") from None
+        log.debug("opened %s with %d readers", db.path, len(db._readers))
         return db
 
     async def close(self) -> None:
-        for conn in (self._reader, self._writer):
+        for conn in (*self._readers, self._writer):
             if conn is not None:
                 await conn.close()
-        self._reader = self._writer = None
+        self._readers = []
+        self._idle = asyncio.Queue()
+        self._writer = None
 
     async def __aenter__(self) -> Database:
         return self
@@ -84,12 +100,11 @@ class Database:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _migrate(self) -> None:
-        assert self._writer is not None
-        await self._writer.execute(
+    async def _migrate(self, writer: aiosqlite.Connection) -> None:
+        await writer.execute(
             "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
         )
-        async with self._writer.execute("SELECT name FROM migrations") as cur:
+        async with writer.execute("SELECT name FROM migrations") as cur:
             done = {row[0] for row in await cur.fetchall()}
         for name, sql in MIGRATIONS:
             if name in done:
@@ -101,34 +116,59 @@ class Database:
                     "INSERT INTO migrations (name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
                     (name,),
                 )
+            log.info("database %s: applied migration %s", self.path, name)
+
+    # -- writing -----------------------------------------------------------------------------
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
         """One serialised write transaction (``BEGIN IMMEDIATE``)."""
         if self._writer is None:
-            raise StoreError("database is closed")
+            raise StoreError(f"database {self.path} is closed")
         async with self._write_lock:
             await self._writer.execute("BEGIN IMMEDIATE")
             try:
                 yield self._writer
-            except BaseException:
-                await self._writer.execute("ROLLBACK")
-                raise
-            else:
                 await self._writer.execute("COMMIT")
+            except BaseException:
+                # Also when COMMIT itself failed (a deferred constraint, a full disk): otherwise the
+                # connection stays inside the transaction and every later write fails.
+                if self._writer.in_transaction:
+                    await self._writer.execute("ROLLBACK")
+                raise
 
-    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
-        if self._reader is None:
-            raise StoreError("database is closed")
-        async with self._reader.execute(sql, tuple(params)) as cur:
+    # -- reading -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Borrow a reader connection for the block (waits while all are busy)."""
+        if not self._readers:
+            raise StoreError(f"database {self.path} is closed")
+        conn = await self._idle.get()
+        try:
+            yield conn
+        finally:
+            self._idle.put_nowait(conn)
+
+    @asynccontextmanager
+    async def read_fresh(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Read on the writer connection, after every write this process has committed."""
+        if self._writer is None:
+            raise StoreError(f"database {self.path} is closed")
+        async with self._write_lock:
+            yield self._writer
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = (), *, fresh: bool = False) -> list[sqlite3.Row]:
+        ctx = self.read_fresh() if fresh else self.read()
+        async with ctx as conn, conn.execute(sql, tuple(params)) as cur:
             return list(await cur.fetchall())
 
-    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
-        rows = await self.fetchall(sql, params)
+    async def fetchone(self, sql: str, params: Iterable[Any] = (), *, fresh: bool = False) -> sqlite3.Row | None:
+        rows = await self.fetchall(sql, params, fresh=fresh)
         return rows[0] if rows else None
 
-    async def fetchval(self, sql: str, params: Iterable[Any] = ()) -> Any:
-        row = await self.fetchone(sql, params)
+    async def fetchval(self, sql: str, params: Iterable[Any] = (), *, fresh: bool = False) -> Any:
+        row = await self.fetchone(sql, params, fresh=fresh)
         return row[0] if row else None
 
 

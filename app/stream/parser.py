@@ -21,8 +21,11 @@ Deliberate choices (see ``../shared/reference/claude-code-stream-json.md``):
 
 from __future__ import annotations
 
+import builtins
 import json
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 DISPLAY_MAX = 240
 
@@ -46,7 +49,7 @@ def _compact(value: Any) -> str:
 class ParsedLine:
     """Base of every parsed line. ``type``/``subtype`` are what gets stored in activity."""
 
-    __slots__ = ("raw", "data")
+    __slots__ = ("data", "raw")
     type: str = "unknown"
 
     def __init__(self, raw: str, data: Any = None) -> None:
@@ -86,11 +89,12 @@ class UnknownLine(ParsedLine):
 
     __slots__ = ()
 
+    # The base declares ``type`` as a class attribute; here it is read from the line. Both are a
+    # str when read, but mypy does not let a read-only property override a settable attribute.
     @property
     def type(self) -> str:  # type: ignore[override]
-        if isinstance(self.data, dict) and isinstance(self.data.get("type"), str):
-            return self.data["type"]
-        return "unknown"
+        kind = self.data.get("type") if isinstance(self.data, dict) else None
+        return kind if isinstance(kind, str) else "unknown"
 
     def display(self) -> str:
         label = self.type if self.subtype is None else f"{self.type}/{self.subtype}"
@@ -125,12 +129,12 @@ class AssistantLine(ParsedLine):
     type = "assistant"
 
     @property
-    def message(self) -> dict:
+    def message(self) -> dict[str, Any]:
         msg = self.data.get("message")
         return msg if isinstance(msg, dict) else {}
 
     @property
-    def blocks(self) -> list[dict]:
+    def blocks(self) -> list[dict[str, Any]]:
         content = self.message.get("content")
         if isinstance(content, list):
             return [b for b in content if isinstance(b, dict)]
@@ -146,7 +150,7 @@ class AssistantLine(ParsedLine):
     def texts(self) -> list[str]:
         return [b["text"] for b in self.blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
 
-    def tool_uses(self) -> list[dict]:
+    def tool_uses(self) -> list[dict[str, Any]]:
         return [b for b in self.blocks if b.get("type") == "tool_use"]
 
     def display(self) -> str:
@@ -174,7 +178,7 @@ class UserLine(ParsedLine):
     type = "user"
 
     @property
-    def blocks(self) -> list[dict]:
+    def blocks(self) -> list[dict[str, Any]]:
         msg = self.data.get("message")
         content = msg.get("content") if isinstance(msg, dict) else None
         if isinstance(content, list):
@@ -183,7 +187,7 @@ class UserLine(ParsedLine):
             return [{"type": "text", "text": content}]
         return []
 
-    def tool_results(self) -> list[dict]:
+    def tool_results(self) -> list[dict[str, Any]]:
         return [b for b in self.blocks if b.get("type") == "tool_result"]
 
     def display(self) -> str:
@@ -225,7 +229,8 @@ class ResultLine(ParsedLine):
     __slots__ = ()
     type = "result"
 
-    def _get(self, key: str, kind: type | tuple[type, ...]) -> Any:
+    def _get(self, key: str, kind: builtins.type[_T]) -> _T | None:
+        # ``builtins.type``: inside this class body ``type`` is the line type attribute above.
         value = self.data.get(key)
         if isinstance(value, bool) and kind is not bool:  # JSON true is not a number here
             return None
@@ -254,8 +259,10 @@ class ResultLine(ParsedLine):
 
     @property
     def total_cost_usd(self) -> float | None:
-        v = self._get("total_cost_usd", (int, float))
-        return float(v) if v is not None else None
+        v = self.data.get("total_cost_usd")
+        if isinstance(v, bool) or not isinstance(v, int | float):  # JSON true is not a number here
+            return None
+        return float(v)
 
     @property
     def result_text(self) -> str | None:
@@ -270,15 +277,15 @@ class ResultLine(ParsedLine):
         return self._get("terminal_reason", str)
 
     @property
-    def usage(self) -> dict:
+    def usage(self) -> dict[str, Any]:
         return self._get("usage", dict) or {}
 
     @property
-    def model_usage(self) -> dict:
+    def model_usage(self) -> dict[str, Any]:
         return self._get("modelUsage", dict) or {}
 
     @property
-    def permission_denials(self) -> list:
+    def permission_denials(self) -> list[Any]:
         return self._get("permission_denials", list) or []
 
     @property
@@ -316,7 +323,7 @@ class ArrayLine(ParsedLine):
     __slots__ = ("items",)
     type = "array"
 
-    def __init__(self, raw: str, data: list) -> None:
+    def __init__(self, raw: str, data: list[Any]) -> None:
         super().__init__(raw, data)
         self.items = [parse_obj(_compact(item), item) for item in data]
 
@@ -343,7 +350,8 @@ _BY_TYPE: dict[str, type[ParsedLine]] = {
 
 def parse_obj(raw: str, data: Any) -> ParsedLine:
     if isinstance(data, dict):
-        cls = _BY_TYPE.get(data.get("type"))  # type: ignore[arg-type]
+        kind = data.get("type")
+        cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None  # {"type": [1]} must not raise
         return cls(raw, data) if cls else UnknownLine(raw, data)
     if isinstance(data, list):
         return ArrayLine(raw, data)

@@ -16,14 +16,21 @@ Tiers only go up, so a chain never runs the same tier twice and cannot loop.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from app.config import Settings
+from app.errors import ConfigError
 from app.output.validate import OutputValidator
+from app.store import chains, findings, sessions
 from app.store.db import Database
+from app.store.rows import ChainLink, SessionRow
 from app.supervisor.context import handoff_block, memories_block, system_prompt
 from app.supervisor.hub import Hub
 from app.supervisor.session import SessionHandle, TierRequest, run_tier_session
+from app.vocab import SessionStatus, Trigger
+
+log = logging.getLogger(__name__)
 
 
 def base_prompt(settings: Settings, tier: int, extra: str | None) -> str:
@@ -38,35 +45,37 @@ def base_prompt(settings: Settings, tier: int, extra: str | None) -> str:
     return text
 
 
-class PromptError(Exception):
-    pass
+class PromptError(ConfigError):
+    """A tier's prompt file cannot be read; the message names the file and the setting."""
 
 
 async def run_chain(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, *,
-                    start_tier: int = 1, prompt: str | None = None, trigger: str = "manual",
-                    on_session: Callable[[int, SessionHandle], None] | None = None) -> list[dict]:
+                    start_tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
+                    on_session: Callable[[int, SessionHandle], None] | None = None) -> list[ChainLink]:
     tier = start_tier
-    parent: dict | None = None
+    parent: SessionRow | None = None
     chain_id: int | None = None
-    chain: list[dict] = []
+    chain: list[SessionRow] = []
     tier_prompt = base_prompt(settings, tier, prompt)
     while True:
         handoff = None
         if parent is not None:
-            checks = [dict(r) for r in await db.fetchall(
-                "SELECT name, status, detail FROM check_results WHERE session_pk = ? ORDER BY id", (parent["id"],))]
+            checks = await findings.session_checks(db, parent["id"], fresh=True)
             handoff = handoff_block(parent, checks, chain)
         sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget),
                                   handoff)
         req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
-                          trigger="escalation" if parent else trigger,
+                          trigger=Trigger.ESCALATION if parent else trigger,
                           parent_pk=parent["id"] if parent else None, chain_id=chain_id)
         result = await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
         chain_id = chain_id or result.pk
         if parent is not None:
-            async with db.write() as conn:
-                await conn.execute("UPDATE sessions SET escalated_to = ? WHERE id = ?", (result.pk, parent["id"]))
-        row = dict(await db.fetchone("SELECT * FROM sessions WHERE id = ?", (result.pk,)))
+            await sessions.set_escalated_to(db, parent["id"], result.pk)
+            log.info("chain %d: tier %d session %d escalated to tier %d session %d", chain_id, parent["tier"],
+                     parent["id"], tier, result.pk)
+        row = await sessions.get_session(db, result.pk, fresh=True)  # the decision exactly as written
+        if row is None:
+            raise LookupError(f"session {result.pk} vanished from the database while its chain ran")
         chain.append(row)
         attention = await _decide(db, settings, row, result.api_failure, chain_id)
         if attention is None and row["escalation_needed"]:
@@ -75,21 +84,22 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             except PromptError as exc:
                 attention = f"escalation requested but {exc}"
         if attention is not None:
-            async with db.write() as conn:
-                await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?", (attention, result.pk))
+            await sessions.set_attention(db, result.pk, attention)
+            log.warning("session %d needs attention: %s", result.pk, attention)
             break
         if not row["escalation_needed"]:
             break
         parent = row
         tier += 1
-    return await chain_summary(db, chain_id)
+    return await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
 
 
-async def _decide(db: Database, settings: Settings, row: dict, api_failure: bool, chain_id: int) -> str | None:
+async def _decide(db: Database, settings: Settings, row: SessionRow, api_failure: bool,
+                  chain_id: int) -> str | None:
     """None to go on (or stop quietly); otherwise why a human must look."""
-    if row["status"] == "interrupted":
+    if row["status"] == SessionStatus.INTERRUPTED:
         return None
-    if row["status"] == "failed":
+    if row["status"] == SessionStatus.FAILED:
         if api_failure:
             return f"tier {row['tier']} could not reach the model ({row['status_reason']}); not escalated"
         return f"tier {row['tier']} failed: {row['status_reason']}"
@@ -97,39 +107,11 @@ async def _decide(db: Database, settings: Settings, row: dict, api_failure: bool
         if row["escalation_needed"] is None:
             return f"tier {row['tier']} gave no escalation decision (source {row['source']})"
         return None
-    if row["tier"] >= settings.max_tier:
+    if (row["tier"] or 0) >= settings.max_tier:
         return f"escalation requested at tier {row['tier']}, the highest tier allowed (TIEROPS_MAX_TIER)"
     if settings.chain_budget_usd > 0:
-        spent = await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions WHERE chain_id = ?", (chain_id,))
+        spent = await chains.chain_cost(db, chain_id)
         if spent >= settings.chain_budget_usd:
             return (f"escalation requested but the chain has spent ${spent:.2f} of its "
                     f"${settings.chain_budget_usd:.2f} budget (TIEROPS_CHAIN_BUDGET_USD)")
     return None
-
-
-async def chain_summary(db: Database, chain_id: int | None) -> list[dict]:
-    """The chain as `tierops run --json` prints it, oldest first."""
-    if chain_id is None:
-        return []
-    rows = await db.fetchall(
-        """SELECT s.id, s.session_id, s.tier, s.model, s.status, s.status_reason, s.degraded, s.source,
-                  s.attempts, s.escalated_to, c.session_id AS escalated_to_session_id, s.parent_session_id,
-                  s.escalation_needed, s.escalation_reason, s.attention, s.cost_usd, s.input_tokens,
-                  s.output_tokens, s.duration_ms, s.started_at, s.ended_at
-           FROM sessions s LEFT JOIN sessions c ON c.id = s.escalated_to
-           WHERE s.chain_id = ? ORDER BY s.id""", (chain_id,))
-    out = []
-    for r in rows:
-        d = dict(r)
-        d["degraded"] = bool(d["degraded"])
-        d["escalation_needed"] = None if d["escalation_needed"] is None else bool(d["escalation_needed"])
-        out.append(d)
-    return out
-
-
-async def chain_totals(db: Database, chain_id: int) -> dict:
-    row = await db.fetchone(
-        """SELECT count(*) AS sessions, ifnull(sum(cost_usd), 0) AS cost_usd,
-                  ifnull(sum(input_tokens), 0) AS input_tokens, ifnull(sum(output_tokens), 0) AS output_tokens,
-                  ifnull(sum(duration_ms), 0) AS duration_ms FROM sessions WHERE chain_id = ?""", (chain_id,))
-    return dict(row)

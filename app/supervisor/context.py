@@ -7,9 +7,12 @@ memories under a size budget, and for tiers 2-3 the previous tier's handoff and 
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from app.store import memories
 from app.store.db import Database
+from app.store.rows import CheckRow
 
 ROLES = {
     1: "tier 1 (observe): read-only checks; never change anything",
@@ -22,9 +25,7 @@ async def memories_block(db: Database, budget: int) -> str:
     """Active memories by confidence, then recency, until ``budget`` characters are used."""
     if budget <= 0:
         return ""
-    rows = await db.fetchall(
-        "SELECT service, category, value, confidence FROM memories WHERE active = 1"
-        " ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT 500")
+    rows = await memories.prompt_memories(db)
     lines: list[str] = []
     used = 0
     for r in rows:
@@ -40,9 +41,12 @@ async def memories_block(db: Database, budget: int) -> str:
             "\nTreat these as hints to verify, not facts. Report durable new observations as memories.")
 
 
-def handoff_block(parent: dict, checks: list[dict], chain: list[dict]) -> str:
-    """The previous tier's findings, as the next tier's starting point."""
-    failed = json.loads(parent.get("escalation_failed_checks") or "[]")
+def handoff_block(parent: Mapping[str, Any], checks: Sequence[CheckRow], chain: Sequence[Mapping[str, Any]]) -> str:
+    """The previous tier's findings, as the next tier's starting point (``parent`` and ``chain``
+    are session rows, JSON columns decoded)."""
+    failed = parent.get("escalation_failed_checks")
+    if not isinstance(failed, list):
+        failed = []
     parts = [
         f"## Escalation from tier {parent['tier']} (session {parent['id']})",
         f"Reason: {parent.get('escalation_reason') or 'not given'}",
@@ -77,7 +81,7 @@ def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None) 
     return "\n\n".join(parts)
 
 
-def recovery_prompt(errors: list[dict], had_output: bool) -> str:
+def recovery_prompt(errors: list[dict[str, str]], had_output: bool) -> str:
     """The resume prompt of output recovery: what was wrong, and the one thing to do now."""
     if not had_output:
         head = "Your previous answer did not call the StructuredOutput tool, so TierOps received no report."

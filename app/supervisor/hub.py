@@ -1,34 +1,57 @@
 """In-process publish/subscribe of live activity, for the dashboard's SSE streams (issue #4).
 
 Why bounded queues: ingestion must never wait for a browser. A subscriber whose queue is full is
-marked lagged, its queue is emptied and it receives one ``RESYNC`` item: it then replays what it
-missed from the database (activity rows carry their sequence numbers) and carries on.
+marked lagged, its queue is emptied and it receives one :data:`RESYNC` item: it then replays what
+it missed from the database (activity rows carry their sequence numbers) and carries on.
+
+Every queued item is a :class:`HubItem`: one shape for stored lines, session changes and the
+resync marker, so a consumer dispatches on ``item.kind`` and never guesses which keys a dict has.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-RESYNC = {"type": "resync"}
+from app.store.rows import ActivityRow
+
+log = logging.getLogger(__name__)
+
+ACTIVITY = "activity"                  # a stored stream line: ``row`` (and ``sse`` when prepared)
+RESYNC_KIND = "resync"                 # the subscriber lagged: replay from the database
+SESSION_STARTED = "session_started"    # ``data``: tier
+SESSION_FINISHED = "session_finished"  # ``data``: status
+
+
+@dataclass(frozen=True, slots=True)
+class HubItem:
+    kind: str
+    session_pk: int | None
+    row: ActivityRow | None = None  # the stored line, for ``activity`` items
+    data: dict[str, Any] = field(default_factory=dict)  # what ``notify`` was given
+    sse: bytes | None = None  # the line's encoded SSE frame, made once by the hub's ``prepare``
+
+
+RESYNC = HubItem(RESYNC_KIND, None)
 
 
 @dataclass(eq=False)
 class Subscription:
     hub: Hub
     session_pk: int | None  # None: every session
-    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
+    queue: asyncio.Queue[HubItem] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
     lagged: int = 0
 
-    async def get(self) -> dict:
+    async def get(self) -> HubItem:
         return await self.queue.get()
 
     def close(self) -> None:
         self.hub._subs.discard(self)
 
-    def _offer(self, item: dict) -> None:
+    def _offer(self, item: HubItem) -> None:
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
@@ -39,10 +62,11 @@ class Subscription:
 
 
 class Hub:
-    """``prepare`` runs once per published row (not once per subscriber): the dashboard uses it to
-    render and encode each line's SSE event a single time however many browsers watch."""
+    """``prepare`` runs once per published row (not once per subscriber) and returns the bytes
+    every subscriber sends: the dashboard renders and encodes each line's SSE event a single time
+    however many browsers watch (bench/sse.py)."""
 
-    def __init__(self, queue_size: int = 1000, prepare: Callable[[dict], dict] | None = None) -> None:
+    def __init__(self, queue_size: int = 1000, prepare: Callable[[ActivityRow], bytes] | None = None) -> None:
         self.queue_size = queue_size
         self.prepare = prepare
         self._subs: set[Subscription] = set()
@@ -56,20 +80,32 @@ class Hub:
         self._subs.add(sub)
         return sub
 
-    def publish(self, session_pk: int, rows: list[dict]) -> None:
+    def _subscribers(self, session_pk: int) -> list[Subscription]:
+        return [s for s in self._subs if s.session_pk is None or s.session_pk == session_pk]
+
+    def publish(self, session_pk: int, rows: list[ActivityRow]) -> None:
         """Activity rows just committed for ``session_pk``. Never blocks."""
-        subs = [s for s in self._subs if s.session_pk is None or s.session_pk == session_pk]
+        subs = self._subscribers(session_pk)
         if not subs:
             return
         for row in rows:
-            item = {**row, "type": "activity", "line_type": row.get("type")}
-            if self.prepare is not None:
-                item = self.prepare(item)
+            item = HubItem(ACTIVITY, session_pk, row, sse=self._prepared(row))
             for sub in subs:
                 sub._offer(item)
 
+    def _prepared(self, row: ActivityRow) -> bytes | None:
+        """``prepare(row)``; a failure is logged and leaves the encoding to each stream, never to
+        the recorder that published (ingestion must not fail because of the dashboard)."""
+        if self.prepare is None:
+            return None
+        try:
+            return self.prepare(row)
+        except Exception:
+            log.exception("hub: preparing line %s of session %s failed", row.get("seq"), row.get("session_pk"))
+            return None
+
     def notify(self, session_pk: int, kind: str, **data: Any) -> None:
-        """A session-level change (started, finished, escalated)."""
-        for sub in list(self._subs):
-            if sub.session_pk is None or sub.session_pk == session_pk:
-                sub._offer({"type": kind, "session_pk": session_pk, **data})
+        """A session-level change (``session_started``, ``session_finished``)."""
+        item = HubItem(kind, session_pk, data=data)
+        for sub in self._subscribers(session_pk):
+            sub._offer(item)

@@ -17,24 +17,34 @@ code that works around it (reference: ``../shared/reference/claude-code-stream-j
   (psutil), so nothing is left behind;
 * stdout is read in chunks with no line-length limit (asyncio's ``readline`` caps lines at
   64 KiB and discards its buffer past that; real lines exceed 16 MiB).
+
+Logging (``app.supervisor.runner``): spawn (pid, binary, cwd; never the prompt, never environment
+values) and exit (pid, exit code, duration) at INFO; a timeout, a Stop, the kill escalation and
+strays killed at WARNING. Every background task is started with :func:`app.tasks.spawn`, so an
+exception it ends with is logged even on a path that never awaits it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from app.errors import CLIError  # also imported from here by callers (session)
 from app.stream.reader import aiter_line_batches
+from app.tasks import spawn
+
+log = logging.getLogger(__name__)
 
 STDERR_TAIL_BYTES = 16 * 1024
 # After the CLI itself exited, how long a grandchild that inherited stdout may keep the pipe open
@@ -44,10 +54,6 @@ ENV_PREFIXES = ("ANTHROPIC_", "CLAUDE_CODE_")
 ENV_ALWAYS = ("PATH", "LANG", "LC_ALL", "TZ")
 INSTALL_HINT = ("install it with `npm install -g @anthropic-ai/claude-code@2.1.197` (or `bash "
                 "scripts/install-claude.sh`) and/or point TIEROPS_CLAUDE_BIN at the binary")
-
-
-class CLIError(Exception):
-    """Base of the child-process errors."""
 
 
 class CLINotFound(CLIError):
@@ -78,7 +84,7 @@ class ProcessOutcome:
 
 def build_argv(binary: str, *, prompt: str, model: str, wire_schema: str, system_prompt: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
-               add_dirs: list[str] = (), resume: str | None = None) -> list[str]:
+               add_dirs: Sequence[str] = (), resume: str | None = None) -> list[str]:
     if prompt.startswith("-"):
         # The CLI's parser would read a leading dash as an option (and fail or misparse).
         prompt = " " + prompt
@@ -156,16 +162,18 @@ class RunningProcess:
         except ValueError as exc:  # e.g. a NUL byte in an argument: no process can be started
             raise CLIError(f"cannot start the CLI: {exc}") from None
         proc = self.proc
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 (both are PIPE above)
+        pid = proc.pid
+        log.info("CLI started: pid %d, binary %s, cwd %s", pid, binary, launch.cwd)
 
         async def pump() -> None:
             async for batch in aiter_line_batches(proc.stdout):  # type: ignore[arg-type]
                 await sink(batch)
 
-        pump_task = asyncio.create_task(pump())
-        err_task = asyncio.create_task(self._read_stderr(proc.stderr))
-        exit_task = asyncio.create_task(_exited(proc))
-        stop_task = asyncio.create_task(self._stop_requested.wait())
+        pump_task = spawn(pump(), f"cli-{pid}-stdout")
+        err_task = spawn(self._read_stderr(proc.stderr), f"cli-{pid}-stderr")
+        exit_task = spawn(_exited(proc), f"cli-{pid}-exit")
+        stop_task = spawn(self._stop_requested.wait(), f"cli-{pid}-stop")
         outcome = ProcessOutcome(exit_code=None)
         try:
             deadline = started + launch.timeout
@@ -176,6 +184,8 @@ class RunningProcess:
                 done, _ = await asyncio.wait({pump_task, stop_task}, timeout=EOF_GRACE,
                                              return_when=asyncio.FIRST_COMPLETED)
                 if not done:
+                    log.warning("CLI pid %d exited but its stdout is still open after %.1f s "
+                                "(a descendant holds it): killing its process group", pid, EOF_GRACE)
                     outcome.killed_pids += await self._kill_group(0)
                     break
             if pump_task.done() and not exit_task.done():
@@ -185,14 +195,18 @@ class RunningProcess:
                                              return_when=asyncio.FIRST_COMPLETED)
             if stop_task.done() and not exit_task.done():
                 outcome.stopped = True
+                log.warning("CLI pid %d: stop requested, killing its process group", pid)
                 outcome.killed_pids += await self._kill_group(kill_grace)
             elif not exit_task.done():
                 outcome.timed_out = True
+                log.warning("CLI pid %d timed out after %g s, killing its process group", pid, launch.timeout)
                 outcome.killed_pids += await self._kill_group(kill_grace)
             await exit_task
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pump_task), timeout=EOF_GRACE)
             if not pump_task.done():
+                log.warning("CLI pid %d: stdout still open %.1f s after the exit, killing its process group",
+                            pid, EOF_GRACE)
                 outcome.killed_pids += await self._kill_group(0)
                 await pump_task
             pump_task.result()  # re-raise a storage error from the sink
@@ -206,6 +220,8 @@ class RunningProcess:
         outcome.exit_code = proc.returncode
         outcome.stderr_tail = b"".join(self._stderr).decode("utf-8", "replace")
         outcome.duration_s = time.monotonic() - started
+        how = " (timed out)" if outcome.timed_out else " (stopped)" if outcome.stopped else ""
+        log.info("CLI exited: pid %d, exit code %s, %.1f s%s", pid, outcome.exit_code, outcome.duration_s, how)
         return outcome
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
@@ -230,15 +246,26 @@ class RunningProcess:
             return killed  # group gone: never signal a pgid the kernel may have reused
         if grace > 0 and proc.returncode is None:
             if _signal_group(pgid, signal.SIGTERM):
+                log.warning("SIGTERM sent to process group %d; SIGKILL in %g s if it does not exit", pgid, grace)
                 killed.append(pgid)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(_exited(proc), timeout=grace)
+        still_running = proc.returncode is None
         if _signal_group(pgid, signal.SIGKILL):
+            if still_running:
+                log.warning("SIGKILL sent to process group %d (pid %d still running)", pgid, pgid)
+            else:
+                log.warning("SIGKILL sent to process group %d (members left after pid %d exited)", pgid, pgid)
             killed.append(pgid)
+        stray_pids = []
         for p in strays:
             with contextlib.suppress(psutil.Error):
                 p.kill()
-                killed.append(p.pid)
+                stray_pids.append(p.pid)
+        if stray_pids:
+            log.warning("killed %d descendant(s) of pid %d that may have left its process group: %s",
+                        len(stray_pids), pgid, stray_pids)
+        killed += stray_pids
         return killed
 
 
@@ -246,7 +273,7 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
     """The exit status, as soon as the child exited. ``proc.wait()`` started before the exit also
     waits for every pipe to close (CPython 3.11), which a grandchild holding stdout delays; so it
     races a poll of ``returncode`` (set at exit). The usual case returns with ``wait()``, at once."""
-    waiter = asyncio.ensure_future(proc.wait())
+    waiter = spawn(proc.wait(), f"cli-{proc.pid}-wait")
     try:
         while proc.returncode is None:
             done, _ = await asyncio.wait({waiter}, timeout=0.05)

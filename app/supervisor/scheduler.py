@@ -19,23 +19,26 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.clock import utcnow
 from app.config import Settings
+from app.errors import CycleBusy
 from app.output.validate import OutputValidator
-from app.recorder import utcnow
+from app.store import sessions
 from app.store.db import Database
+from app.store.rows import ChainLink
 from app.supervisor.chain import run_chain
 from app.supervisor.hub import Hub
 from app.supervisor.session import SessionHandle
+from app.vocab import Trigger
 
-log = logging.getLogger("tierops.supervisor")
+log = logging.getLogger(__name__)
 
-
-class CycleBusy(Exception):
-    """A cycle is already running; the message says which and since when."""
+__all__ = ["CycleBusy", "Supervisor", "status"]
 
 
 class _CycleLock:
@@ -81,6 +84,18 @@ def _read_holder(fd: int) -> str:
         return "holder unknown"
 
 
+FIRST_SESSION_WAIT = 10.0  # seconds start_cycle waits for the cycle's first session row
+
+
+@dataclass(frozen=True)
+class CycleStart:
+    """A cycle started in the background: its first session (None if it has none yet, or
+    finished without one) and the task running it."""
+
+    session_pk: int | None
+    task: asyncio.Task[list[ChainLink]]
+
+
 class Supervisor:
     def __init__(self, db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None = None) -> None:
         self.db = db
@@ -91,10 +106,10 @@ class Supervisor:
         self._file_lock = _CycleLock(settings.state_dir / "cycle.lock")
         self.handles: dict[int, SessionHandle] = {}
         self.next_run_at: datetime | None = None
-        self.last_chain: list[dict] = []
-        self.current_task: asyncio.Task | None = None
+        self.last_chain: list[ChainLink] = []
+        self.current_task: asyncio.Task[list[ChainLink]] | None = None
         # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
-        self.first_session: asyncio.Future | None = None
+        self.first_session: asyncio.Future[int] | None = None
 
     @property
     def busy(self) -> bool:
@@ -104,14 +119,13 @@ class Supervisor:
         """Mark sessions a killed supervisor left ``running`` as ``interrupted``. Returns how many."""
         if self._file_lock.held_elsewhere():
             return 0
-        async with self.db.write() as conn:
-            cur = await conn.execute(
-                "UPDATE sessions SET status = 'interrupted', status_reason = ?, ended_at = ?"
-                " WHERE status = 'running' AND trigger != 'ingest'",
-                ("the supervisor stopped while this session ran (found at restart)", utcnow()))
-            return cur.rowcount
+        count = await sessions.interrupt_running(
+            self.db, "the supervisor stopped while this session ran (found at restart)")
+        if count:
+            log.warning("marked %d session(s) left running by a stopped supervisor as interrupted", count)
+        return count
 
-    def _claim(self, what: str) -> None:
+    def _claim(self, what: str) -> asyncio.Future[int]:
         """Take the cycle, or raise CycleBusy at once. The flock also excludes this process
         itself (flock locks belong to the open file), so two claims can never both succeed."""
         if self._running:
@@ -119,41 +133,59 @@ class Supervisor:
         self._file_lock.acquire(what)
         self._running = True
         self.first_session = asyncio.get_running_loop().create_future()
+        return self.first_session
 
-    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[dict]:
+    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[ChainLink]:
+        log.info("%s cycle started at tier %d", trigger, tier)
         try:
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track)
             self.last_chain = chain
+            log.info("%s cycle finished: %s", trigger,
+                     ", ".join(f"tier {s['tier']} session {s['id']} {s['status']}" for s in chain) or "no session")
             return chain
         finally:
             self.handles.clear()
             self._running = False
             self._file_lock.release()
 
-    async def run_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = "manual") -> list[dict]:
+    async def run_cycle(self, *, tier: int = 1, prompt: str | None = None,
+                        trigger: str = Trigger.MANUAL) -> list[ChainLink]:
         """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running."""
         self._claim(f"{trigger} cycle from tier {tier}")
         return await self._run_claimed(tier, prompt, trigger)
 
-    def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = "manual") -> asyncio.Task:
-        """Start a cycle in the background (the API's POST /runs); raises CycleBusy at once."""
-        self._claim(f"{trigger} cycle from tier {tier}")
+    async def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
+                          wait: float = FIRST_SESSION_WAIT) -> CycleStart:
+        """Start a cycle in the background and wait until its first session exists (the one
+        run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
+        a cycle runs, and the cycle's own exception if it failed before creating a session."""
+        first = self._claim(f"{trigger} cycle from tier {tier}")
         started = False
 
-        async def body() -> list[dict]:
+        async def body() -> list[ChainLink]:
             nonlocal started
             started = True
             return await self._run_claimed(tier, prompt, trigger)
 
-        def unclaim_if_never_ran(task: asyncio.Task) -> None:
+        def finished(task: asyncio.Task[list[ChainLink]]) -> None:
             if not started:  # cancelled before its first step: _run_claimed's finally never ran
                 self._running = False
                 self._file_lock.release()
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("%s cycle from tier %d failed: %s: %s", trigger, tier, type(exc).__name__, exc,
+                          exc_info=exc)
 
-        self.current_task = asyncio.create_task(body())
-        self.current_task.add_done_callback(unclaim_if_never_ran)
-        return self.current_task
+        task = asyncio.create_task(body(), name=f"tierops-cycle-{trigger}")
+        task.add_done_callback(finished)
+        self.current_task = task
+        waiting: set[asyncio.Future[Any]] = {first, task}
+        await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        if first.done():
+            return CycleStart(first.result(), task)
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
+        return CycleStart(None, task)  # finished without a session, or still preparing after `wait` s
 
     def _track(self, pk: int, handle: SessionHandle) -> None:
         self.handles[pk] = handle
@@ -177,7 +209,7 @@ class Supervisor:
             from croniter import croniter
 
             now = datetime.now(UTC)
-            nxt = croniter(self.settings.cron, now).get_next(datetime)
+            nxt: datetime = croniter(self.settings.cron, now).get_next(datetime)
             delay = (nxt - now).total_seconds()
         else:
             delay = self.settings.interval - (time.monotonic() - started)
@@ -195,7 +227,7 @@ class Supervisor:
         while cycles is None or done < cycles:
             started = time.monotonic()
             try:
-                await self.run_cycle(trigger="schedule")
+                await self.run_cycle(trigger=Trigger.SCHEDULE)
             except CycleBusy as exc:
                 log.warning("scheduled cycle skipped: %s", exc)
             except Exception:  # a broken cycle must not stop the schedule

@@ -12,18 +12,25 @@ retried: they are recorded with their reason.
 
 from __future__ import annotations
 
-import json
+import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.config import Settings
+from app.engine.outcomes import AttemptOutcome
+from app.engine.recorder import RecorderOptions, SessionRecorder
+from app.engine.report import SessionReport
+from app.errors import CLIError
 from app.output.validate import OutputValidator
-from app.recorder import AttemptOutcome, SessionRecorder
-from app.redact import redactor_for
+from app.store import sessions
 from app.store.db import Database
 from app.supervisor.context import recovery_prompt
 from app.supervisor.hub import Hub
-from app.supervisor.runner import CLIError, Launch, ProcessOutcome, RunningProcess, build_argv, child_env
+from app.supervisor.runner import Launch, LineSink, ProcessOutcome, RunningProcess, build_argv, child_env
+from app.vocab import AttemptKind, SessionStatus
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,7 +46,7 @@ class TierRequest:
 @dataclass
 class SessionResult:
     pk: int
-    report: dict
+    report: SessionReport
     api_failure: bool
     attempts: int
 
@@ -64,12 +71,9 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     4. finalize (route, status) and return the report."""
     handle = handle or SessionHandle()
     cfg = settings.tier(req.tier)
-    rec = await SessionRecorder.begin(
-        db, validator, tier=req.tier, model=cfg.model, prompt=req.prompt, trigger=req.trigger,
-        parent_session_id=req.parent_pk, handoff_path=settings.handoff_file,
-        initial_confidence=settings.memory_initial_confidence, reinforce=settings.memory_reinforce,
-        publish=hub.publish if hub else None, redact=redactor_for(settings),
-    )
+    options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None)
+    rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
+                                      trigger=req.trigger, parent_session_id=req.parent_pk)
     state = settings.state_dir.resolve()
     cwd = state / "sessions" / str(rec.session_pk)
     home = state / "home"
@@ -77,14 +81,20 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     home.mkdir(parents=True, exist_ok=True)
     rec.cwd = str(cwd)
     env = child_env(home, settings.allowed_env())
-    common = {"model": cfg.model, "wire_schema": validator.wire_schema(), "system_prompt": req.system_prompt,
-              "allowed_tools": cfg.allowed_tools, "disallowed_tools": cfg.disallowed_tools,
-              "max_turns": cfg.max_turns, "add_dirs": settings.read_dirs()}
-    argv = build_argv(settings.claude_bin, prompt=req.prompt, **common)
-    async with db.write() as conn:
-        await conn.execute(
-            "UPDATE sessions SET cwd = ?, chain_id = ?, argv = ?, system_prompt = ? WHERE id = ?",
-            (str(cwd), req.chain_id or rec.session_pk, json.dumps(argv), req.system_prompt, rec.session_pk))
+    wire_schema = validator.wire_schema()
+
+    def argv_for(prompt: str, resume: str | None = None) -> list[str]:
+        """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and
+        ``--append-system-prompt`` (reference §8)."""
+        return build_argv(settings.claude_bin, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
+                          system_prompt=req.system_prompt, allowed_tools=cfg.allowed_tools,
+                          disallowed_tools=cfg.disallowed_tools, max_turns=cfg.max_turns,
+                          add_dirs=settings.read_dirs(), resume=resume)
+
+    argv = argv_for(req.prompt)
+    await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk, argv=argv,
+                              system_prompt=req.system_prompt)
+    log.info("session %d started: tier %d (%s), trigger %s", rec.session_pk, req.tier, cfg.model, req.trigger)
     if hub:
         hub.notify(rec.session_pk, "session_started", tier=req.tier)
     if on_start:
@@ -108,25 +118,33 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         while (override is None and outcome.needs_recovery and rec.session_id
                and retries < settings.output_max_retries and not handle.stopped):
             retries += 1
-            rec.begin_attempt("resume")
+            rec.begin_attempt(AttemptKind.RESUME)
+            log.info("session %d: output recovery, resume %d of %d", rec.session_pk, retries,
+                     settings.output_max_retries)
             errors = outcome.validation.errors_as_dicts() if outcome.validation else []
-            resume_argv = build_argv(settings.claude_bin, prompt=recovery_prompt(errors, outcome.has_output),
-                                     resume=rec.session_id, **common)
+            resume_argv = argv_for(recovery_prompt(errors, outcome.has_output), resume=rec.session_id)
             proc_out = await _spawn(handle, Launch(resume_argv, cwd, env, cfg.timeout), sink, settings)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
             outcome = await rec.end_attempt(exit_code)
             override = _override(proc_out, cfg.timeout)
-        if len(rec.outcomes) > 1 and rec.outcomes[0].run.status == "completed" and (
-                (override and override[0] == "failed") or outcome.run.status == "failed"):
+        if len(rec.outcomes) > 1 and rec.outcomes[0].run.status == SessionStatus.COMPLETED and (
+                (override and override[0] == SessionStatus.FAILED) or outcome.run.status == SessionStatus.FAILED):
             # The check itself completed; only a recovery resume failed (timeout, API error): keep
             # the run as completed (degraded: no valid output) rather than failing the session.
             why = override[1] if override else outcome.run.reason
-            override = ("completed", f"output recovery stopped: resume attempt {outcome.attempt} failed ({why})")
+            override = (SessionStatus.COMPLETED, f"output recovery stopped: resume attempt {outcome.attempt} failed ({why})")
     except CLIError as exc:
-        override = ("failed", str(exc))
-    except BaseException:
-        # Cancelled (supervisor shutting down) or a storage error: never leave the row 'running'.
-        await rec.finalize(status="interrupted", reason="supervisor stopped while the session ran",
+        override = (SessionStatus.FAILED, str(exc))
+    except asyncio.CancelledError:
+        # The supervisor itself is stopping: the only case that is "interrupted". Never leave the
+        # row 'running'; the process group was killed by the runner's own cancellation path.
+        await rec.finalize(status=SessionStatus.INTERRUPTED, reason="supervisor stopped while the session ran",
+                           exit_code=exit_code, stderr_tail=stderr_tail or None)
+        raise
+    except Exception as exc:
+        # A bug (ours, or storage failing): the session failed, and the operator sees why (issue #8).
+        log.exception("session %d: internal error", rec.session_pk)
+        await rec.finalize(status=SessionStatus.FAILED, reason=f"internal error: {type(exc).__name__}: {exc}",
                            exit_code=exit_code, stderr_tail=stderr_tail or None)
         raise
     report = await rec.finalize(status=override[0] if override else None, reason=override[1] if override else None,
@@ -137,7 +155,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     return SessionResult(rec.session_pk, report, api_failure, report["attempts"])
 
 
-async def _spawn(handle: SessionHandle, launch: Launch, sink, settings: Settings) -> ProcessOutcome:
+async def _spawn(handle: SessionHandle, launch: Launch, sink: LineSink, settings: Settings) -> ProcessOutcome:
     process = RunningProcess(launch)
     handle.process = process
     if handle.stopped:
@@ -147,7 +165,7 @@ async def _spawn(handle: SessionHandle, launch: Launch, sink, settings: Settings
 
 def _override(proc: ProcessOutcome, timeout: float) -> tuple[str, str] | None:
     if proc.stopped:
-        return ("interrupted", "stopped by an operator")
+        return (SessionStatus.INTERRUPTED, "stopped by an operator")
     if proc.timed_out:
-        return ("failed", f"timed out after {timeout:g} s; the process group was killed")
+        return (SessionStatus.FAILED, f"timed out after {timeout:g} s; the process group was killed")
     return None

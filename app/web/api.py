@@ -6,26 +6,42 @@ validated with pydantic models (422 listing every problem), and state conflicts 
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.store import queries
-from app.store.memories import MemoryConflict, create_memory, delete_memory, update_memory
-from app.supervisor.scheduler import CycleBusy
+from app.errors import CycleBusy
+from app.store import activity as activity_store
+from app.store import attempts, findings
+from app.store import memories as memory_store
+from app.store import sessions as session_store
+from app.store.memories import MemoryConflict
+from app.store.rows import SessionRow
+from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 from app.web.common import ApiError, choice_param, int_param, path_int, state
+from app.web.limits import (
+    MEMORY_CATEGORY_MAX,
+    MEMORY_DEFAULT_CONFIDENCE,
+    MEMORY_SERVICE_MAX,
+    MEMORY_VALUE_MAX,
+    PROMPT_MAX_CHARS,
+)
+from app.web.openapi import document
 
-FIRST_SESSION_WAIT = 10.0
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    tier: int = Field(1, ge=1, le=3)
-    prompt: str | None = Field(None, max_length=8000)
+    tier: int = Field(MIN_TIER, ge=MIN_TIER, le=MAX_TIER)
+    prompt: str | None = Field(None, max_length=PROMPT_MAX_CHARS)
 
     @field_validator("prompt")
     @classmethod
@@ -37,18 +53,18 @@ class RunRequest(BaseModel):
 
 class MemoryCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-    category: str = Field(min_length=1, max_length=200)
-    value: str = Field(min_length=1, max_length=10_000)
-    service: str | None = Field(None, max_length=200)
-    confidence: float = Field(0.7, ge=0, le=1)
+    category: str = Field(min_length=1, max_length=MEMORY_CATEGORY_MAX)
+    value: str = Field(min_length=1, max_length=MEMORY_VALUE_MAX)
+    service: str | None = Field(None, max_length=MEMORY_SERVICE_MAX)
+    confidence: float = Field(MEMORY_DEFAULT_CONFIDENCE, ge=0, le=1)
     active: bool = True
 
 
 class MemoryPatch(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-    category: str | None = Field(None, min_length=1, max_length=200)
-    value: str | None = Field(None, min_length=1, max_length=10_000)
-    service: str | None = Field(None, max_length=200)
+    category: str | None = Field(None, min_length=1, max_length=MEMORY_CATEGORY_MAX)
+    value: str | None = Field(None, min_length=1, max_length=MEMORY_VALUE_MAX)
+    service: str | None = Field(None, max_length=MEMORY_SERVICE_MAX)
     confidence: float | None = Field(None, ge=0, le=1)
     active: bool | None = None
 
@@ -60,7 +76,7 @@ class MemoryPatch(BaseModel):
         return self
 
 
-async def _body(request: Request, model: type[BaseModel]) -> BaseModel:
+async def _body(request: Request, model: type[M]) -> M:
     raw = await request.body()
     try:
         data = json.loads(raw or b"{}")
@@ -76,45 +92,44 @@ async def _body(request: Request, model: type[BaseModel]) -> BaseModel:
         raise ApiError(422, "invalid_body", problems) from None
 
 
-async def _session_or_404(request: Request) -> dict:
+async def _session_or_404(request: Request) -> SessionRow:
     pk = path_int(request)
-    row = await queries.get_session(state(request).db, pk)
+    row = await session_store.get_session(state(request).db, pk)
     if row is None:
         raise ApiError(404, "not_found", f"no session {pk}")
     return row
 
 
 async def sessions(request: Request) -> Response:
-    rows = await queries.list_sessions(
-        state(request).db, status=choice_param(request, "status", ("running", "completed", "failed", "interrupted")),
-        tier=int_param(request, "tier", minimum=1, maximum=3), limit=int_param(request, "limit", 50, minimum=1, maximum=500),
-        offset=int_param(request, "offset", 0))
+    rows = await session_store.list_sessions(
+        state(request).db, status=choice_param(request, "status", values(SessionStatus)),
+        tier=int_param(request, "tier", minimum=MIN_TIER, maximum=MAX_TIER),
+        limit=int_param(request, "limit", 50, minimum=1, maximum=500), offset=int_param(request, "offset", 0))
     return JSONResponse(rows)
 
 
 async def session(request: Request) -> Response:
     row = await _session_or_404(request)
-    attempts = await state(request).db.fetchall(
-        "SELECT attempt, kind, result_subtype, is_error, has_output, valid, errors, created_at FROM output_attempts"
-        " WHERE session_pk = ? ORDER BY attempt", (row["id"],))
-    row["output_attempts"] = [dict(a) | {"errors": json.loads(a["errors"] or "[]")} for a in attempts]
-    return JSONResponse(row)
+    body = {**row, "output_attempts": await attempts.list_attempts(state(request).db, row["id"])}
+    return JSONResponse(body)
 
 
 async def activity(request: Request) -> Response:
-    row = await _session_or_404(request)
+    pk = path_int(request)
+    db = state(request).db
+    if await session_store.session_status(db, pk) is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
     after = int_param(request, "after", 0)
     limit = int_param(request, "limit", 500, minimum=1, maximum=5000)
-    rows = await state(request).db.fetchall(
-        "SELECT seq, attempt, ts, type, subtype, display, raw FROM activity WHERE session_pk = ? AND seq > ?"
-        " ORDER BY seq LIMIT ?", (row["id"], after, limit))
-    return JSONResponse([dict(r) for r in rows])
+    rows = await activity_store.lines_after(db, pk, after, limit)
+    # the session is in the URL: each line is (seq, attempt, ts, type, subtype, display, raw)
+    return JSONResponse([{k: v for k, v in r.items() if k != "session_pk"} for r in rows])
 
 
 async def result(request: Request) -> Response:
     """result_data (the accepted structured output) or result_text (the CLI's text), never both."""
     row = await _session_or_404(request)
-    body: dict = {"session_id": row["session_id"], "status": row["status"], "source": row["source"],
+    body: dict[str, Any] = {"session_id": row["session_id"], "status": row["status"], "source": row["source"],
                   "attempts": row["attempts"],
                   "validation": {"valid": row["validation_valid"], "errors": row["validation_errors"] or []}}
     if row["structured_output"] is not None:
@@ -125,37 +140,48 @@ async def result(request: Request) -> Response:
 
 
 async def stop(request: Request) -> Response:
-    row = await _session_or_404(request)
-    if row["status"] != "running" or not state(request).supervisor.stop_session(row["id"]):
-        raise ApiError(409, "not_running", f"session {row['id']} is not running in this server (status {row['status']})")
-    return JSONResponse({"id": row["id"], "stopping": True}, status_code=202)
+    pk = path_int(request)
+    st = state(request)
+    status = await session_store.session_status(st.db, pk)
+    if status is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
+    if status != SessionStatus.RUNNING or not st.supervisor.stop_session(pk):
+        raise ApiError(409, "not_running", f"session {pk} is not running in this server (status {status})")
+    return JSONResponse({"id": pk, "stopping": True}, status_code=202)
 
 
 async def runs(request: Request) -> Response:
+    """Start a chain; answer with its first session as soon as it exists (Supervisor.start_cycle)."""
     req = await _body(request, RunRequest)
     st = state(request)
     if req.tier > st.settings.max_tier:
         raise ApiError(422, "invalid_body", f"tier {req.tier} is above TIEROPS_MAX_TIER={st.settings.max_tier}")
     try:
-        task = st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger="manual")
+        started = await st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger=Trigger.MANUAL)
     except CycleBusy as exc:
         raise ApiError(409, "cycle_running", str(exc)) from None
-    first = st.supervisor.first_session
-    done, _ = await asyncio.wait({first, task}, timeout=FIRST_SESSION_WAIT, return_when=asyncio.FIRST_COMPLETED)
-    if first.done():
-        return JSONResponse({"id": first.result(), "tier": req.tier, "status": "running"}, status_code=202,
-                            headers={"location": f"/api/v1/sessions/{first.result()}"})
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        raise ApiError(500, "run_failed", f"the cycle could not start: {task.exception()}")
-    raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
+    except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+        raise ApiError(500, "run_failed", f"the cycle could not start: {exc}") from None
+    if started.session_pk is None:
+        raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
+    pk = started.session_pk
+    return JSONResponse({"id": pk, "tier": req.tier, "status": SessionStatus.RUNNING}, status_code=202,
+                        headers={"location": f"/api/v1/sessions/{pk}"})
 
 
 async def events(request: Request) -> Response:
-    rows = await queries.list_events(
-        state(request).db, level=choice_param(request, "level", ("info", "warning", "critical")),
+    rows = await findings.list_events(
+        state(request).db, level=choice_param(request, "level", values(Level)),
         service=request.query_params.get("service") or None, session=int_param(request, "session"),
         limit=int_param(request, "limit", 100, minimum=1, maximum=1000), offset=int_param(request, "offset", 0))
     return JSONResponse(rows)
+
+
+def _active_param(request: Request) -> bool | None:
+    raw = request.query_params.get("active")
+    if raw not in (None, "", "true", "false", "1", "0"):
+        raise ApiError(422, "invalid_parameter", "query parameter 'active' must be true or false")
+    return None if raw in (None, "") else raw in ("true", "1")
 
 
 async def memories(request: Request) -> Response:
@@ -163,18 +189,13 @@ async def memories(request: Request) -> Response:
     if request.method == "POST":
         body = await _body(request, MemoryCreate)
         try:
-            pk = await create_memory(db, **body.model_dump())
+            row = await memory_store.create_memory(db, **body.model_dump())
         except MemoryConflict as exc:
             raise ApiError(409, "conflict", str(exc)) from None
-        row = await db.fetchone("SELECT * FROM memories WHERE id = ?", (pk,))
-        return JSONResponse(dict(row) | {"active": bool(row["active"])}, status_code=201)
-    active_raw = request.query_params.get("active")
-    if active_raw not in (None, "", "true", "false", "1", "0"):
-        raise ApiError(422, "invalid_parameter", "query parameter 'active' must be true or false")
-    active = None if active_raw in (None, "") else active_raw in ("true", "1")
-    rows = await queries.list_memories(
+        return JSONResponse(row, status_code=201)
+    rows = await memory_store.list_memories(
         db, service=request.query_params.get("service") or None, category=request.query_params.get("category") or None,
-        active=active, limit=int_param(request, "limit", 200, minimum=1, maximum=2000),
+        active=_active_param(request), limit=int_param(request, "limit", 200, minimum=1, maximum=2000),
         offset=int_param(request, "offset", 0))
     return JSONResponse(rows)
 
@@ -183,23 +204,20 @@ async def memory(request: Request) -> Response:
     db = state(request).db
     pk = path_int(request)
     if request.method == "DELETE":
-        if not await delete_memory(db, pk):
+        if not await memory_store.delete_memory(db, pk):
             raise ApiError(404, "not_found", f"no memory {pk}")
         return Response(status_code=204)
     body = await _body(request, MemoryPatch)
     try:
-        found = await update_memory(db, pk, body.model_dump(exclude_unset=True))
+        row = await memory_store.update_memory(db, pk, body.model_dump(exclude_unset=True))
     except MemoryConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
-    if not found:
+    if row is None:
         raise ApiError(404, "not_found", f"no memory {pk}")
-    row = await db.fetchone("SELECT * FROM memories WHERE id = ?", (pk,))
-    return JSONResponse(dict(row) | {"active": bool(row["active"])})
+    return JSONResponse(row)
 
 
 async def openapi(request: Request) -> Response:
-    from app.web.openapi import document
-
     return JSONResponse(document())
 
 

@@ -1,15 +1,20 @@
-"""The starlette application: wiring, lifespan, login, health and metrics.
+"""The starlette application: wiring, lifespan, login, health, metrics and the error handlers.
 
 Lifespan order (the only startup hook starlette has): open the store (migrations run there),
 mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler; on
 shutdown stop running sessions' process groups, cancel the scheduler, close the store.
 One uvicorn worker: the scheduler and the SSE hub live in this process.
+
+Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
+raised by a handler becomes JSON ``{error, detail}`` under ``/api/`` and for SSE streams, and
+the error page (with the usual nav) everywhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -24,13 +29,27 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
+from app.errors import ConfigError
 from app.output.validate import OutputValidator
+from app.store import dashboard
 from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
+from app.tasks import spawn
 from app.web import api, pages, streams
-from app.web.auth import COOKIE, COOKIE_MAX_AGE, SecurityMiddleware, new_cookie, safe_next, token_ok
-from app.web.common import WEB_DIR, ApiError, WebState, json_error, state, templates
+from app.web.auth import (
+    COOKIE,
+    COOKIE_MAX_AGE,
+    SecurityMiddleware,
+    is_loopback,
+    new_cookie,
+    safe_next,
+    token_ok,
+)
+from app.web.common import ApiError, WebState, json_error, state
+from app.web.templating import WEB_DIR, error_page, page
+
+log = logging.getLogger(__name__)
 
 
 class Metrics:
@@ -46,11 +65,10 @@ class Metrics:
 
     async def render(self, st: WebState) -> bytes:
         self.sessions.clear()
-        for r in await st.db.fetchall("SELECT status, ifnull(tier, 0) AS tier, count(*) AS n FROM sessions"
-                                      " GROUP BY status, tier"):
+        for r in await dashboard.session_counts(st.db):
             self.sessions.labels(r["status"], str(r["tier"])).set(r["n"])
-        self.cost.set(await st.db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions"))
-        self.lines.set(await st.db.fetchval("SELECT ifnull(sum(line_count), 0) FROM sessions"))
+        self.cost.set(await dashboard.total_cost(st.db))
+        self.lines.set(await dashboard.total_lines(st.db))
         self.sse.set(st.hub.subscriber_count)
         self.busy.set(int(st.supervisor.busy))
         return generate_latest(self.registry)
@@ -58,8 +76,9 @@ class Metrics:
 
 async def healthz(request: Request) -> Response:
     try:
-        await state(request).db.fetchval("SELECT 1")
+        await dashboard.ping(state(request).db)
     except Exception as exc:  # the point of a health check: report, never raise
+        log.warning("health check failed: %s: %s", type(exc).__name__, exc)
         return JSONResponse({"status": "error", "db": str(exc)}, status_code=503)
     return JSONResponse({"status": "ok", "db": "ok"})
 
@@ -74,12 +93,11 @@ async def login(request: Request) -> Response:
     if st.token is None:
         return RedirectResponse(nxt, status_code=303)
     if request.method == "GET":
-        return templates.TemplateResponse(request, "login.html", {"next": nxt, "error": None})
+        return page(request, "login.html", {"next": nxt, "error": None})
     form = await pages.read_form(request)
     nxt = safe_next(str(form.get("next") or "/"))
     if not token_ok(st.token, str(form.get("token") or "")):
-        return templates.TemplateResponse(request, "login.html", {"next": nxt, "error": "Wrong token."},
-                                          status_code=401)
+        return page(request, "login.html", {"next": nxt, "error": "Wrong token."}, status=401)
     resp = RedirectResponse(nxt, status_code=303)
     resp.set_cookie(COOKIE, new_cookie(st.token), max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax",
                     secure=request.url.scheme == "https")
@@ -97,20 +115,21 @@ def _wants_json(request: Request) -> bool:
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
+    """Every HTTP error (an ApiError from a handler, or starlette's 404/405): JSON or the error page."""
+    if not isinstance(exc, HTTPException):  # registered for HTTPException only; never a bare 500 anyway
+        return await server_error(request, exc)
     error = exc.error if isinstance(exc, ApiError) else {404: "not_found", 405: "method_not_allowed"}.get(
         exc.status_code, "error")
     if _wants_json(request):
         return json_error(exc.status_code, error, exc.detail)
-    return templates.TemplateResponse(request, "error.html", {"status": exc.status_code, "message": exc.detail},
-                                      status_code=exc.status_code)
+    return error_page(request, exc.status_code, exc.detail)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
+    """A bug: starlette logs the traceback (it re-raises to the server after this response)."""
     if _wants_json(request):
         return json_error(500, "internal_error", f"{type(exc).__name__}: {exc}")
-    return templates.TemplateResponse(request, "error.html", {"status": 500, "message": "internal error"},
-                                      status_code=500)
+    return error_page(request, 500, "internal error")
 
 
 def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
@@ -128,7 +147,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         supervisor = Supervisor(db, settings, validator, hub)
         await supervisor.recover_interrupted()
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
-        scheduler = asyncio.create_task(supervisor.run_forever()) if settings.schedule else None
+        scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         try:
             yield
         finally:
@@ -136,7 +155,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
                 scheduler.cancel()
             await supervisor.shutdown()
             if scheduler is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
                     await scheduler
             await db.close()
 
@@ -159,24 +178,13 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     return app
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(settings: Settings, host: str, port: int) -> None:
-    """Run uvicorn with one worker. Refuses a non-loopback bind without a token."""
+    """Run uvicorn with one worker. Refuses a non-loopback bind without a token (:class:`ConfigError`)."""
     import uvicorn
 
     token = settings.resolved_token()
     if token is None and not is_loopback(host):
-        raise ValueError(f"refusing to bind to {host}: without TIEROPS_TOKEN (or TIEROPS_TOKEN_FILE) anyone who "
-                         "can reach this address could run sessions and read their output; set a token or bind to "
-                         "127.0.0.1")
+        raise ConfigError(f"refusing to bind to {host}: without TIEROPS_TOKEN (or TIEROPS_TOKEN_FILE) anyone who "
+                          "can reach this address could run sessions and read their output; set a token or bind "
+                          "to 127.0.0.1")
     uvicorn.run(create_app(settings, token=token), host=host, port=port, workers=1, proxy_headers=False)

@@ -21,11 +21,15 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import time
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
 
 COOKIE = "tierops_session"
 COOKIE_MAX_AGE = 7 * 24 * 3600
@@ -60,7 +64,9 @@ def new_cookie(token: str) -> str:
 
 
 def token_ok(token: str, offered: str | None) -> bool:
-    return bool(offered) and hmac.compare_digest(token.encode(), offered.encode())
+    if not offered:
+        return False
+    return hmac.compare_digest(token.encode(), offered.encode())
 
 
 def _cookies(headers: Headers) -> dict[str, str]:
@@ -97,7 +103,7 @@ class SecurityMiddleware:
             return
         outer_send = send
 
-        async def send(message: dict) -> None:  # type: ignore[no-redef]
+        async def send(message: dict[str, Any]) -> None:  # type: ignore[no-redef]
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
             await outer_send(message)
@@ -108,11 +114,13 @@ class SecurityMiddleware:
         if self.token is None and not loopback_host(headers.get("host", "")):
             # Without a token the server only listens on loopback; a page on another name that
             # resolves to 127.0.0.1 (DNS rebinding) would otherwise pass the Origin == Host check.
+            log.info("refused %s %s: Host %r is not loopback", scope["method"], path, headers.get("host"))
             await _respond(send, 403, is_api, "host_not_allowed",
                            f"Host {headers.get('host')!r} is not a loopback name; without TIEROPS_TOKEN only "
                            "127.0.0.1, localhost and [::1] are served")
             return
         if scope["method"] in MUTATING and (why := cross_site(headers)):
+            log.info("refused %s %s as cross-site: %s", scope["method"], path, why)
             await _respond(send, 403, is_api, "csrf_refused",
                            f"cross-site request refused ({why}); use the dashboard itself or an API client")
             return
@@ -149,19 +157,40 @@ async def _respond(send: Send, status: int, as_json: bool, error: str, detail: s
     await send({"type": "http.response.body", "body": body})
 
 
-def loopback_host(host: str) -> bool:
-    """``Host`` header names this machine's loopback (any port)."""
-    name = host.strip().lower()
-    if name.startswith("["):
-        name = name[1:].partition("]")[0]
-    else:
-        name = name.rpartition(":")[0] if name.count(":") == 1 else name
-    if name in ("localhost", "localhost.localdomain") or name.endswith(".localhost"):
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+
+
+def _loopback_name(name: str, *, subdomains: bool) -> bool:
+    """The one loopback test: a loopback name, or an IP address in 127.0.0.0/8 or ::1.
+
+    ``subdomains``: ``*.localhost`` counts too. Browsers resolve those to loopback themselves
+    (RFC 6761), so they are loopback in a ``Host`` header; the system resolver may not, so a
+    bind address under ``.localhost`` does not count."""
+    name = name.strip().lower()
+    if name in LOOPBACK_NAMES or (subdomains and name.endswith(".localhost")):
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback(host: str) -> bool:
+    """A bind address (``127.0.0.1``, ``::1``, ``[::1]``, ``localhost``) only this machine reaches."""
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    return _loopback_name(name, subdomains=False)
+
+
+def loopback_host(host: str) -> bool:
+    """A ``Host`` header (any port) that names this machine's loopback."""
+    name = host.strip()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.rpartition(":")[0]
+    return _loopback_name(name, subdomains=True)
 
 
 def safe_next(value: str | None) -> str:

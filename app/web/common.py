@@ -1,15 +1,14 @@
-"""Helpers every web module shares: app state access, JSON errors, query parameters, templates."""
+"""Helpers every web module shares: app state access, errors, query and path parameters."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.templating import Jinja2Templates
 
 from app.config import Settings
 from app.output.validate import OutputValidator
@@ -17,8 +16,7 @@ from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 
-WEB_DIR = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))  # autoescape on for .html
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,11 +30,14 @@ class WebState:
 
 
 def state(request: Request) -> WebState:
-    return request.app.state.tierops
+    st: WebState = request.app.state.tierops  # set by the lifespan before any request
+    return st
 
 
 class ApiError(HTTPException):
-    """An error rendered as JSON ``{error, detail}`` with its status code."""
+    """An error with its status code and a machine-readable ``error``. The app's handler renders
+    it as JSON ``{error, detail}`` under ``/api/`` and for streams, as the error page elsewhere
+    (``detail`` is then the page's message)."""
 
     def __init__(self, status_code: int, error: str, detail: Any = None) -> None:
         super().__init__(status_code=status_code, detail=detail)
@@ -47,8 +48,18 @@ def json_error(status: int, error: str, detail: Any = None) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail}, status_code=status)
 
 
+@overload
+def int_param(request: Request, name: str, default: int, *, minimum: int = 0, maximum: int = ...) -> int: ...
+
+
+@overload
+def int_param(request: Request, name: str, default: None = None, *, minimum: int = 0,
+              maximum: int = ...) -> int | None: ...
+
+
 def int_param(request: Request, name: str, default: int | None = None, *, minimum: int = 0,
               maximum: int = 2**63 - 1) -> int | None:
+    """An optional integer query parameter within [minimum, maximum] (422 otherwise); empty is unset."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -62,6 +73,7 @@ def int_param(request: Request, name: str, default: int | None = None, *, minimu
 
 
 def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> str | None:
+    """An optional query parameter from a closed set (``app.vocab.values(SomeEnum)``)."""
     raw = request.query_params.get(name) or None
     if raw is not None and raw not in choices:
         raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be one of {', '.join(choices)}")

@@ -14,7 +14,9 @@ Every piece of text is capped at :data:`TEXT_LIMIT` characters with a note point
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -32,6 +34,9 @@ from app.stream.parser import (
     UserLine,
     parse_line,
 )
+from app.vocab import Level
+
+log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 20_000
 # Stream lines larger than this are not parsed for display: their one-line ``display`` is shown.
@@ -39,7 +44,7 @@ RAW_RENDER_LIMIT = 64_000_000
 # The session page fetches lines larger than this as NULL raw (500 rows must fit in memory).
 PAGE_RAW_LIMIT = 4_000_000
 SCHEMA_ERROR_PREFIX = "Output does not match required schema"
-EVENT_LEVELS = ("info", "warning", "critical")
+_LEVELS = frozenset(Level)
 
 _SAFE_SCHEME = re.compile(r"^(?:https?:|mailto:|[^:/?#]*(?:[/?#]|$))", re.IGNORECASE)
 
@@ -54,17 +59,55 @@ def _validate_link(url: str) -> bool:
 def _make_markdown() -> MarkdownIt:
     md = MarkdownIt("js-default")  # html=False, linkify=False
     md.disable("image")
-    md.validateLink = _validate_link
+    md.validateLink = _validate_link  # type: ignore[method-assign]
 
-    def link_open(renderer, tokens, idx, options, env):  # type: ignore[no-untyped-def]
+    def link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
-        return renderer.renderToken(tokens, idx, options, env)
+        html: str = renderer.renderToken(tokens, idx, options, env)
+        return html
 
     md.add_render_rule("link_open", link_open)
     return md
 
 
 _MD = _make_markdown()
+
+
+# -- values ----------------------------------------------------------------------------------
+# One formatter per kind of value, for the fragments here and (as Jinja filters registered by
+# app/web/templating.py) for the pages: a cost reads the same in a result line and a table.
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def fmt_cost(value: Any) -> str:
+    if _number(value):
+        return f"${value:.4f}" if value < 1 else f"${value:.2f}"
+    return "—"
+
+
+def fmt_duration(ms: Any) -> str:
+    if not _number(ms):
+        return "—"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f} s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+def fmt_time(value: Any) -> str:
+    if not value:
+        return "—"
+    return str(value)[:19].replace("T", " ")
+
+
+def fmt_int(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "—"
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -95,7 +138,8 @@ def _pre(text: str, session_pk: Any = None, cls: str = "") -> Markup:
 def _markdown(text: str, session_pk: Any = None) -> Markup:
     text, left = _cap(text)
     # markdown-it js-default output: raw HTML is escaped, unsafe links refused (see module doc).
-    return Markup('<div class="md">') + Markup(_MD.render(text)) + Markup("</div>") + _more_note(left, session_pk)
+    html = Markup(_MD.render(text))  # noqa: S704 (html=False: markdown-it escapes raw HTML itself)
+    return Markup('<div class="md">') + html + Markup("</div>") + _more_note(left, session_pk)
 
 
 def _dumps(value: Any) -> str:
@@ -137,7 +181,7 @@ def _text_of(content: Any) -> str:
 
 # -- blocks ----------------------------------------------------------------------------------
 
-def _tool_use(block: dict, pk: Any) -> Markup:
+def _tool_use(block: dict[str, Any], pk: Any) -> Markup:
     name = str(block.get("name") or "?")
     inp = block.get("input")
     tool_id = block.get("id")
@@ -161,7 +205,7 @@ def _tool_use(block: dict, pk: Any) -> Markup:
                   '</div>{}</div>').format(id_attr, name, Markup("").join(body))
 
 
-def _tool_result(block: dict, pk: Any) -> Markup:
+def _tool_result(block: dict[str, Any], pk: Any) -> Markup:
     text = _text_of(block.get("content"))
     is_error = block.get("is_error") is True
     schema = text.lstrip().startswith(SCHEMA_ERROR_PREFIX)
@@ -178,7 +222,7 @@ def _tool_result(block: dict, pk: Any) -> Markup:
         classes, open_attr, label, preview, _pre(text, pk))
 
 
-def _thinking(block: dict, pk: Any) -> Markup:
+def _thinking(block: dict[str, Any], pk: Any) -> Markup:
     if block.get("type") == "redacted_thinking":
         return Markup('<details class="thinking"><summary>Thinking (redacted)</summary></details>')
     text = str(block.get("thinking") or "")
@@ -234,10 +278,6 @@ def _user(line: UserLine, pk: Any) -> tuple[str, Markup]:
     return " ".join(classes), Markup("").join(parts)
 
 
-def _fmt_cost(value: Any) -> str:
-    return f"${value:.4f}" if isinstance(value, int | float) and not isinstance(value, bool) else "—"
-
-
 def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
     is_error = line.is_error
     facts = [("subtype", line.subtype or "?"), ("is_error", str(line.data.get("is_error")).lower())]
@@ -247,7 +287,7 @@ def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
         facts.append(("turns", str(line.num_turns)))
     if line.duration_ms is not None:
         facts.append(("duration", f"{line.duration_ms / 1000:.1f} s"))
-    facts.append(("cost", _fmt_cost(line.total_cost_usd)))
+    facts.append(("cost", fmt_cost(line.total_cost_usd)))
     if line.stop_reason:
         facts.append(("stop", line.stop_reason))
     if line.terminal_reason:
@@ -318,13 +358,13 @@ def _body(parsed: ParsedLine | None, pk: Any) -> tuple[str, Markup]:
     return "unknown", _pre(parsed.raw, pk)
 
 
-def _label(row: dict) -> str:
+def _label(row: Mapping[str, Any]) -> str:
     kind = str(row.get("type") or "?")
     sub = row.get("subtype")
     return f"{kind}/{sub}" if sub else kind
 
 
-def render_activity(row: dict) -> Markup:
+def render_activity(row: Mapping[str, Any]) -> Markup:
     """One activity row (``session_pk, seq, attempt, ts, type, subtype, display, raw``) as HTML.
 
     ``raw`` may be None (the page leaves out lines over :data:`PAGE_RAW_LIMIT`): the stored
@@ -344,6 +384,7 @@ def render_activity(row: dict) -> Markup:
         else:
             cls, body = _body(parse_line(raw), pk)
     except Exception as exc:  # a rendering bug must never lose the line: show it escaped
+        log.exception("cannot render line %s of session %s", seq, pk)
         cls = "unknown"
         body = Markup('<p class="error">cannot render this line ({})</p>{}').format(
             type(exc).__name__, _pre(str(raw), pk))
@@ -359,9 +400,9 @@ def render_activity(row: dict) -> Markup:
              label=_label(row), badge=attempt_badge, body=body)
 
 
-def render_event_row(event: dict) -> Markup:
-    """One event (a row of ``queries.list_events``) as a ``<tr>`` for the events table."""
-    level = event.get("level") if event.get("level") in EVENT_LEVELS else "info"
+def render_event_row(event: Mapping[str, Any]) -> Markup:
+    """One event (a row of :func:`app.store.findings.list_events`) as a ``<tr>`` for the events table."""
+    level = event.get("level") if event.get("level") in _LEVELS else Level.INFO
     eid = event.get("id") if isinstance(event.get("id"), int) else 0
     pk = event.get("session_pk")
     created = str(event.get("created_at") or "")

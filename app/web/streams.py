@@ -19,48 +19,52 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.routing import Route
 
+from app.store.activity import lines_after
+from app.store.findings import events_after, last_event_id
+from app.store.rows import ActivityRow
+from app.store.sessions import session_status
+from app.supervisor.hub import ACTIVITY, RESYNC_KIND, SESSION_FINISHED
+from app.vocab import SessionStatus
 from app.web.common import SQLITE_MAX_INT, ApiError, path_int, state
 from app.web.render import render_activity, render_event_row
+
+log = logging.getLogger(__name__)
 
 REPLAY_BATCH = 500
 PING_SECONDS = 15
 SEND_TIMEOUT = 10
 IDLE_CHECK = 5.0  # seconds between "is the session still running?" checks when nothing arrives
-
-
 SEND_BATCH = 200  # queued events written to a client in one send
 
 
-def _activity_event(row: dict) -> bytes:
+def _activity_event(row: ActivityRow) -> bytes:
     """One activity row as an encoded SSE frame (rendering is the expensive part: ~150 µs)."""
     data = {"seq": row["seq"], "attempt": row["attempt"], "type": row["type"], "subtype": row["subtype"],
             "display": row["display"], "html": str(render_activity(row))}
     return ServerSentEvent(data=json.dumps(data), event="activity", id=str(row["seq"])).encode()
 
 
-def prepare_activity(item: dict) -> dict:
-    """Hub hook: render and encode a live row once, for every subscriber (bench/sse.py: rendering
-    per client saturated a core at 10 clients)."""
-    item["sse"] = _activity_event({**item, "type": item["line_type"]})
-    return item
+def prepare_activity(row: ActivityRow) -> bytes:
+    """The hub's ``prepare`` hook: render and encode a live row once, for every subscriber
+    (bench/sse.py: rendering per client saturated a core at 10 clients)."""
+    return _activity_event(row)
 
 
 async def _replay(request: Request, pk: int, after: int) -> AsyncIterator[tuple[int, bytes]]:
     """(last seq, encoded frames) per batch of stored rows after ``after``: one write per batch."""
     db = state(request).db
     while True:
-        rows = await db.fetchall(
-            "SELECT session_pk, seq, attempt, ts, type, subtype, display, raw FROM activity"
-            " WHERE session_pk = ? AND seq > ? ORDER BY seq LIMIT ?", (pk, after, REPLAY_BATCH))
+        rows = await lines_after(db, pk, after, REPLAY_BATCH)
         if rows:
             after = rows[-1]["seq"]
-            yield after, b"".join(_activity_event(dict(r)) for r in rows)
+            yield after, b"".join(_activity_event(r) for r in rows)
         if len(rows) < REPLAY_BATCH:
             return
 
@@ -79,7 +83,7 @@ def _start_seq(request: Request) -> int:
 async def session_stream(request: Request) -> EventSourceResponse:
     st = state(request)
     pk = path_int(request)
-    if await st.db.fetchone("SELECT 1 FROM sessions WHERE id = ?", (pk,)) is None:
+    if await session_status(st.db, pk) is None:
         raise ApiError(404, "not_found", f"no session {pk}")
     start = _start_seq(request)
     sub = st.hub.subscribe(pk)  # before the replay: nothing committed meanwhile can be missed
@@ -87,10 +91,10 @@ async def session_stream(request: Request) -> EventSourceResponse:
     async def generate() -> AsyncIterator[bytes | ServerSentEvent]:
         last = start
         try:
-            async for seq, frames in _replay(request, pk, last):
+            async for seq, replayed in _replay(request, pk, last):
                 last = seq
-                yield frames
-            finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
+                yield replayed
+            finished = await session_status(st.db, pk) != SessionStatus.RUNNING
             while not finished:
                 try:
                     if sub.queue.empty():
@@ -99,18 +103,17 @@ async def session_stream(request: Request) -> EventSourceResponse:
                     else:
                         items = [sub.queue.get_nowait()]
                 except TimeoutError:  # quiet: make sure the session did not end unseen
-                    finished = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)) != "running"
+                    finished = await session_status(st.db, pk) != SessionStatus.RUNNING
                     continue
                 while len(items) < SEND_BATCH and not sub.queue.empty():
                     items.append(sub.queue.get_nowait())  # everything queued goes out in one write
                 frames: list[bytes] = []
                 for item in items:
-                    kind = item.get("type")
-                    if kind == "activity":
-                        if item["seq"] > last:
-                            frames.append(item.get("sse") or _activity_event({**item, "type": item["line_type"]}))
-                            last = item["seq"]
-                    elif kind == "resync":
+                    if item.kind == ACTIVITY and item.row is not None:
+                        if item.row["seq"] > last:
+                            frames.append(item.sse or _activity_event(item.row))
+                            last = item.row["seq"]
+                    elif item.kind == RESYNC_KIND:
                         frames.append(ServerSentEvent(data=json.dumps({"after": last}), event="resync").encode())
                         if frames:
                             yield b"".join(frames)
@@ -118,14 +121,14 @@ async def session_stream(request: Request) -> EventSourceResponse:
                         async for seq, replayed in _replay(request, pk, last):
                             last = seq
                             yield replayed
-                    elif kind == "session_finished":
+                    elif item.kind == SESSION_FINISHED:
                         finished = True
                 if frames:
                     yield b"".join(frames)
-            async for seq, frames in _replay(request, pk, last):  # lines committed before the end
+            async for seq, replayed in _replay(request, pk, last):  # lines committed before the end
                 last = seq
-                yield frames
-            status = await st.db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,))
+                yield replayed
+            status = await session_status(st.db, pk)
             yield ServerSentEvent(data=json.dumps({"status": status}), event="end")
         finally:
             sub.close()
@@ -138,7 +141,7 @@ async def events_stream(request: Request) -> EventSourceResponse:
     st = state(request)
     after_raw = request.headers.get("last-event-id") or request.query_params.get("after")
     try:
-        last = int(after_raw) if after_raw else int(await st.db.fetchval("SELECT ifnull(max(id), 0) FROM events"))
+        last = int(after_raw) if after_raw else await last_event_id(st.db)
     except ValueError:
         last = -1
     if not 0 <= last <= SQLITE_MAX_INT:
@@ -149,23 +152,19 @@ async def events_stream(request: Request) -> EventSourceResponse:
         nonlocal last
         try:
             while True:
-                rows = await st.db.fetchall(
-                    "SELECT e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_level, e.service,"
-                    " e.message, e.source, e.created_at FROM events e JOIN sessions s ON s.id = e.session_pk"
-                    " WHERE e.id > ? ORDER BY e.id LIMIT 500", (last,))
-                for r in rows:
-                    row = dict(r)
+                rows = await events_after(st.db, last, REPLAY_BATCH)
+                for row in rows:
                     yield ServerSentEvent(data=json.dumps({"id": row["id"], "html": str(render_event_row(row))}),
                                           event="event", id=str(row["id"]))
                     last = row["id"]
-                if len(rows) == 500:
+                if len(rows) == REPLAY_BATCH:
                     continue
                 while True:  # wait for a finished session (events are written then) or time out
                     try:
                         item = await asyncio.wait_for(sub.get(), timeout=IDLE_CHECK * 6)
                     except TimeoutError:
                         break
-                    if item.get("type") in ("session_finished", "resync"):
+                    if item.kind in (SESSION_FINISHED, RESYNC_KIND):
                         break
         finally:
             sub.close()

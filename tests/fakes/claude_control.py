@@ -50,10 +50,7 @@ _SKILLS = [
     "deep-research", "update-config", "verify", "debug", "code-review", "simplify", "batch",
     "fewer-permission-prompts", "loop", "claude-api", "run", "run-skill-generator",
 ]
-_SLASH_COMMANDS = _SKILLS + [
-    "clear", "compact", "config", "context", "heapdump", "init", "reload-skills", "review",
-    "security-review", "usage", "insights", "goal", "team-onboarding",
-]
+_SLASH_COMMANDS = [*_SKILLS, "clear", "compact", "config", "context", "heapdump", "init", "reload-skills", "review", "security-review", "usage", "insights", "goal", "team-onboarding"]
 _AGENTS = ["claude", "Explore", "general-purpose", "Plan", "statusline-setup"]
 INIT_MODEL = "claude-opus-4-8[1m]"   # init "model" and the modelUsage key
 API_MODEL = "claude-opus-4-8"        # assistant message "model"

@@ -137,7 +137,7 @@ def text(s: str) -> Turn:
     return message({"type": "text", "text": s})
 
 
-def tool_use(name: str, input: Mapping[str, Any], text: str | None = None) -> Turn:  # noqa: A002
+def tool_use(name: str, input: Mapping[str, Any], text: str | None = None) -> Turn:
     """Optional leading text block, then one tool_use block; stop_reason ``tool_use``."""
     blocks: list[dict[str, Any]] = []
     if text is not None:
@@ -158,7 +158,7 @@ def bash(command: str, description: str = "Run a health probe", text: str | None
 
 def error(
     status: int,
-    type: str | None = None,  # noqa: A002
+    type: str | None = None,
     message: str = "Internal server error",
     headers: Mapping[str, str] | None = None,
 ) -> Turn:
@@ -346,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- plumbing
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def version_string(self) -> str:

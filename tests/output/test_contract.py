@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.output.contract import AgentResponse
-from tests.conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 BASE = {"summary": "ok", "events": [], "escalation": {"needed": False}, "services_checked": []}
 
@@ -28,9 +28,8 @@ def _fixture_outputs() -> list:
                     continue
                 if "structured_output" in msg:
                     docs.append(msg["structured_output"])
-                for block in (msg.get("message") or {}).get("content") or []:
-                    if isinstance(block, dict) and block.get("name") == "StructuredOutput":
-                        docs.append(block["input"])
+                docs.extend(block["input"] for block in (msg.get("message") or {}).get("content") or []
+                            if isinstance(block, dict) and block.get("name") == "StructuredOutput")
     return docs
 
 

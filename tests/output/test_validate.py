@@ -32,7 +32,7 @@ def test_draft7_schema_is_honoured():
 
 
 def test_invalid_schemas_are_refused_with_a_clear_message(tmp_path):
-    with pytest.raises(SchemaLoadError, match="not a valid JSON Schema .* at \\$.type"):
+    with pytest.raises(SchemaLoadError, match=r"not a valid JSON Schema .* at \$.type"):
         OutputValidator({"type": "bogus"})
     with pytest.raises(SchemaLoadError, match="must be a JSON object"):
         OutputValidator([1, 2])  # type: ignore[arg-type]

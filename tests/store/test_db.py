@@ -44,5 +44,5 @@ async def test_unopenable_database_is_a_clear_error(tmp_path):
         await Database.open(blocker / "x.db")
     not_a_db = tmp_path / "garbage.db"
     not_a_db.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="garbage.db"):
+    with pytest.raises(StoreError, match=r"garbage\.db"):
         await Database.open(not_a_db)

@@ -15,7 +15,7 @@ from app.stream.parser import (
     UserLine,
     parse_line,
 )
-from tests.conftest import FIXTURES, fixture_stream
+from tests.helpers import FIXTURES, fixture_stream
 
 KINDS = {"system": SystemLine, "assistant": AssistantLine, "user": UserLine, "stream_event": StreamEventLine,
          "result": ResultLine}
@@ -57,7 +57,7 @@ def test_error_subtype_is_an_error_even_without_is_error():
 
 def test_synthetic_api_error_message_is_recognised():
     lines = fixture_stream("f_api_401").read_text().splitlines()
-    synthetic = [parse_line(x) for x in lines if '"<synthetic>"' in x][0]
+    synthetic = next(parse_line(x) for x in lines if '"<synthetic>"' in x)
     assert synthetic.is_synthetic_error
     assert "[authentication_failed]" in synthetic.display()
 
@@ -95,3 +95,12 @@ def test_empty_lines_have_nothing_to_keep():
 def test_display_of_a_huge_line_is_short():
     big = json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "y" * 5_000_000}]}})
     assert len(parse_line(big).display()) == 240
+
+
+@pytest.mark.parametrize("value", [[1], {"a": 1}, 3, None, True])
+def test_a_type_that_is_not_a_string_is_kept_as_unknown(value):
+    # A list as "type" raised "unhashable type" out of the parser before issue #8's typing pass.
+    line = json.dumps({"type": value, "session_id": "s"})
+    parsed = parse_line(line)
+    assert parsed is not None and parsed.raw == line
+    assert isinstance(parsed, UnknownLine) or parsed.type == "unknown"

@@ -8,9 +8,10 @@ import json
 import pytest
 
 from app.config import PROMPTS_DIR
-from app.supervisor.chain import PromptError, base_prompt, chain_summary, chain_totals, run_chain
+from app.store.chains import chain_links, chain_totals
+from app.supervisor.chain import PromptError, base_prompt, run_chain
 from tests.fakes import claude_control as cc
-from tests.supervisor.helpers import escalating, healthy
+from tests.helpers import escalating, healthy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,7 +167,7 @@ async def test_cost_and_tokens_roll_up_per_chain(db, make_settings, validator, t
     other = await run_chain(db, make_settings(fake), validator, None)
     assert (await chain_totals(db, other[0]["id"]))["cost_usd"] == pytest.approx(1.0)
     assert (await chain_totals(db, chain[0]["id"]))["cost_usd"] == pytest.approx(0.80)
-    assert await chain_summary(db, None) == []
+    assert await chain_links(db, 10**9) == []
 
 
 async def test_failed_tier_needs_attention_and_does_not_escalate(db, make_settings, validator, tmp_path):

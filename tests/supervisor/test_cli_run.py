@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import claude_control as cc
-from tests.supervisor.helpers import escalating, healthy, kill_leftovers, wait_gone
+from tests.helpers import escalating, healthy, kill_leftovers, wait_gone
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from app.supervisor.context import handoff_block, memories_block, recovery_prompt, system_prompt
@@ -48,7 +46,7 @@ async def test_memories_block_empty_without_memories(db):
 def _parent(**overrides) -> dict:
     parent = {"id": 41, "tier": 1, "status": "completed", "escalation_reason": "nginx returns 502",
               "escalation_context": "upstream app-1 refuses connections since 03:10",
-              "escalation_failed_checks": json.dumps(["nginx_http", "app1_port"]),
+              "escalation_failed_checks": ["nginx_http", "app1_port"],
               "summary": "nginx up but its upstream is down."}
     parent.update(overrides)
     return parent

@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from app import errors
 from app.supervisor.chain import run_chain
 from app.supervisor.runner import (
     INSTALL_HINT,
     STDERR_TAIL_BYTES,
+    CLIError,
     CLINotFound,
     Launch,
     RunningProcess,
@@ -27,9 +30,10 @@ from app.supervisor.runner import (
     resolve_binary,
 )
 from app.supervisor.session import SessionHandle
+from app.tasks import spawn
 from tests.fakes import claude_control as cc
 from tests.fakes.fake_claude import huge_assistant_line, parse_argv, usage_error
-from tests.supervisor.helpers import alive, healthy, kill_leftovers, run_session, wait_gone, wait_until
+from tests.helpers import alive, healthy, kill_leftovers, run_session, wait_gone, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,7 +117,7 @@ def test_build_argv_leading_dash_prompt_is_not_an_option(prompt):
 async def test_leading_dash_prompt_reaches_the_fake_as_a_prompt(db, make_settings, validator, tmp_path):
     sid = cc.new_session_id()
     fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy())}])
-    result, row = await run_session(db, make_settings(fake), validator, prompt="--version")
+    _result, row = await run_session(db, make_settings(fake), validator, prompt="--version")
     [inv] = fake.invocations()
     assert not inv["version_probe"] and inv["usage_error"] is None
     assert inv["parsed"]["prompt"] == " --version"
@@ -210,7 +214,7 @@ async def test_crash_mid_stream_is_a_failure_with_exit_code(db, make_settings, v
 async def test_exit_without_result_line(db, make_settings, validator, tmp_path):
     sid = cc.new_session_id()
     fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy()), "mode": "no_result"}])
-    result, row = await run_session(db, make_settings(fake), validator)
+    _result, row = await run_session(db, make_settings(fake), validator)
     assert row["status"] == "failed" and row["exit_code"] == 1
     assert row["status_reason"] == ("stream ended without a result line (the process died, was killed or timed out)"
                                     "; exit code 1")
@@ -227,7 +231,7 @@ async def test_hang_times_out_and_leaves_no_process(db, make_settings, validator
     settings = make_settings(fake, tier1_timeout=1, kill_grace=1)
     started = time.monotonic()
     try:
-        result, row = await run_session(db, settings, validator)
+        _result, row = await run_session(db, settings, validator)
         elapsed = time.monotonic() - started
         [inv] = fake.invocations()
         assert wait_gone([inv["pid"], inv["child_pid"]]) == []
@@ -252,7 +256,7 @@ async def test_grandchild_holding_stdout_does_not_keep_a_finished_session_open(d
     settings = make_settings(fake, tier1_timeout=4)
     started = time.monotonic()
     try:
-        result, row = await run_session(db, settings, validator)
+        _result, row = await run_session(db, settings, validator)
         elapsed = time.monotonic() - started
         [inv] = fake.invocations()
         assert wait_gone([inv["child_pid"]]) == []  # the helper is killed in any case
@@ -287,7 +291,7 @@ async def test_stderr_tail_is_stored_on_the_session(db, make_settings, validator
     noise = "".join(f"debug line {i:06d}\n" for i in range(10_000))  # ~190 KB
     fake = cc.make_fake_claude(tmp_path / "bin", [
         {"lines": cc.structured_stream(sid, healthy()), "stderr": noise + "LAST STDERR LINE\n"}])
-    result, row = await run_session(db, make_settings(fake), validator)
+    _result, row = await run_session(db, make_settings(fake), validator)
     assert row["status"] == "completed"
     tail = row["stderr_tail"]
     assert tail.endswith("debug line 009999\nLAST STDERR LINE\n")
@@ -330,7 +334,7 @@ async def test_stop_marks_the_session_interrupted(db, make_settings, validator, 
     try:
         await wait_until(lambda: fake.invocations() and handle.process and handle.process.pid, what="the child")
         handle.process.stop()
-        result, row = await asyncio.wait_for(task, 10)
+        _result, row = await asyncio.wait_for(task, 10)
         [inv] = fake.invocations()
         assert row["status"] == "interrupted" and row["status_reason"] == "stopped by an operator"
         assert row["exit_code"] == -9  # SIGTERM ignored, SIGKILL after kill_grace
@@ -338,3 +342,99 @@ async def test_stop_marks_the_session_interrupted(db, make_settings, validator, 
         assert len(fake.invocations()) == 1  # an interrupted session is not resumed
     finally:
         kill_leftovers(fake)
+
+
+# --- errors, logging, background tasks -------------------------------------------------------
+
+def test_cli_errors_are_tierops_errors():
+    assert CLIError is errors.CLIError
+    assert issubclass(CLINotFound, errors.TierOpsError)
+
+
+async def test_unstartable_argv_raises_the_shared_cli_error(tmp_path):
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": []}])
+    proc = RunningProcess(Launch([str(fake.path), "-p", "nul\0byte"], tmp_path, child_env(tmp_path, []), timeout=5))
+
+    async def sink(batch: list[bytes]) -> None:
+        pass
+
+    with pytest.raises(errors.CLIError, match="cannot start the CLI"):
+        await proc.run(sink, kill_grace=1)
+    assert fake.invocations() == []
+
+
+async def test_spawn_and_exit_are_logged_without_prompt_or_env_values(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-never-in-a-log")
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy())}],
+                               check_argv=False)
+    prompt = "PROMPT-TEXT-NEVER-LOGGED"
+    argv = [str(fake.path), "-p", prompt, "--output-format", "stream-json", "--verbose"]
+    proc = RunningProcess(Launch(argv, tmp_path, child_env(tmp_path / "home", []), timeout=30))
+    got: list[bytes] = []
+
+    async def sink(batch: list[bytes]) -> None:
+        got.extend(batch)
+
+    caplog.set_level(logging.DEBUG)
+    outcome = await proc.run(sink, kill_grace=1)
+    assert outcome.exit_code == 0 and len(got) == len(cc.structured_stream(sid, healthy()))
+    mine = [r for r in caplog.records if r.name == "app.supervisor.runner"]
+    messages = [r.getMessage() for r in mine]
+    assert [r.levelno for r in mine] == [logging.INFO, logging.INFO], messages
+    started, exited = messages
+    assert f"pid {proc.pid}" in started and str(fake.path) in started and str(tmp_path) in started
+    assert f"pid {proc.pid}" in exited and "exit code 0" in exited
+    for r in caplog.records:
+        text = r.getMessage()
+        assert prompt not in text and "sk-never-in-a-log" not in text
+
+
+async def test_timeout_kill_escalation_and_strays_are_logged(tmp_path, caplog):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "hang", "after": 1, "spawn_child": True,
+         "ignore_sigterm": True}], check_argv=False)
+    argv = [str(fake.path), "-p", "x", "--output-format", "stream-json", "--verbose"]
+    proc = RunningProcess(Launch(argv, tmp_path, child_env(tmp_path / "home", []), timeout=1))
+
+    async def sink(batch: list[bytes]) -> None:
+        pass
+
+    caplog.set_level(logging.INFO, logger="app.supervisor.runner")
+    try:
+        outcome = await proc.run(sink, kill_grace=0.5)
+        [inv] = fake.invocations()
+        assert outcome.timed_out and outcome.exit_code == -9
+        warnings = [r.getMessage() for r in caplog.records
+                    if r.name == "app.supervisor.runner" and r.levelno == logging.WARNING]
+        assert any("timed out after 1 s" in m for m in warnings), warnings
+        assert any(m.startswith(f"SIGTERM sent to process group {inv['pid']}") for m in warnings), warnings
+        assert any(m.startswith(f"SIGKILL sent to process group {inv['pid']}") for m in warnings), warnings
+        assert any("descendant" in m and str(inv["child_pid"]) in m for m in warnings), warnings
+        assert "(timed out)" in caplog.records[-1].getMessage()
+    finally:
+        kill_leftovers(fake)
+
+
+async def test_spawned_task_exception_is_logged_even_if_never_awaited(caplog):
+    async def boom() -> None:
+        raise RuntimeError("disk full")
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    caplog.set_level(logging.ERROR, logger="app.tasks")
+    failed = spawn(boom(), "cli-test-boom")
+    cancelled = spawn(forever(), "cli-test-cancelled")
+    ok = spawn(asyncio.sleep(0, result=7), "cli-test-ok")
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    await asyncio.sleep(0.01)
+    [record] = [r for r in caplog.records if r.name == "app.tasks"]
+    assert "'cli-test-boom'" in record.getMessage() and "RuntimeError: disk full" in record.getMessage()
+    assert record.exc_info and record.exc_info[0] is RuntimeError  # with its traceback
+    assert failed.get_name() == "cli-test-boom"
+    with pytest.raises(RuntimeError, match="disk full"):
+        await failed  # awaiting still raises
+    assert await ok == 7 and cancelled.cancelled()

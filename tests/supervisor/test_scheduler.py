@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from app.recorder import SessionRecorder
+from app.engine.recorder import SessionRecorder
 from app.supervisor.scheduler import CycleBusy, Supervisor, status
 from tests.fakes import claude_control as cc
-from tests.supervisor.helpers import alive, healthy, kill_leftovers, wait_until
+from tests.helpers import alive, healthy, kill_leftovers, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +45,7 @@ async def test_second_cycle_in_the_same_process_is_refused_at_once(db, make_sett
         with pytest.raises(CycleBusy, match="already running in this process"):
             await sup.run_cycle(trigger="schedule")
         with pytest.raises(CycleBusy):
-            sup.start_cycle()
+            await sup.start_cycle()
         # A second Supervisor on the same state dir (a new open file) meets the flock.
         other = Supervisor(db, make_settings(fake), validator)
         with pytest.raises(CycleBusy) as info:
@@ -195,26 +195,29 @@ async def test_a_broken_cycle_does_not_stop_the_schedule(db, make_settings, vali
     assert fake.invocations() == []
 
 
-async def test_start_cycle_returns_a_task_and_refuses_a_second(db, make_settings, validator, tmp_path):
+async def test_start_cycle_returns_the_first_session_and_refuses_a_second(db, make_settings, validator, tmp_path):
     fake = quick(tmp_path)
     fake.set_stages([{"lines": cc.structured_stream(cc.new_session_id(), healthy()), "start_delay": 0.3}])
     sup = Supervisor(db, make_settings(fake), validator)
-    task = sup.start_cycle(prompt="from the API")
+    start = await sup.start_cycle(prompt="from the API")
+    task = start.task
     assert isinstance(task, asyncio.Task) and sup.current_task is task and sup.busy
+    assert start.session_pk is not None and start.session_pk in sup.handles  # answered while it runs
     with pytest.raises(CycleBusy):
-        sup.start_cycle()
+        await sup.start_cycle()
     chain = await asyncio.wait_for(task, 10)
+    assert [s["id"] for s in chain] == [start.session_pk]
     assert [s["status"] for s in chain] == ["completed"] and sup.last_chain == chain
     assert not sup.busy
     assert fake.last()["parsed"]["prompt"].endswith("## Operator request for this run\nfrom the API")
-    task2 = sup.start_cycle()
+    task2 = (await sup.start_cycle()).task
     await asyncio.wait_for(task2, 10)
 
 
 async def test_stop_session_interrupts_a_running_session(db, make_settings, validator, tmp_path):
     fake = hanging(tmp_path, spawn_child=True)
     sup = Supervisor(db, make_settings(fake), validator)
-    task = sup.start_cycle()
+    task = (await sup.start_cycle()).task
     try:
         await wait_until(lambda: fake.invocations() and sup.handles, what="the session")
         [pk] = list(sup.handles)
@@ -236,7 +239,7 @@ async def test_stop_session_interrupts_a_running_session(db, make_settings, vali
 async def test_shutdown_stops_the_running_cycle(db, make_settings, validator, tmp_path):
     fake = hanging(tmp_path)
     sup = Supervisor(db, make_settings(fake), validator)
-    task = sup.start_cycle()
+    task = (await sup.start_cycle()).task
     try:
         await wait_until(lambda: fake.invocations() and sup.handles, what="the session")
         started = time.monotonic()
@@ -267,10 +270,14 @@ def test_cycle_lock_file_names_the_holder(tmp_path):
 async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, make_settings, validator, tmp_path):
     fake = quick(tmp_path)
     sup = Supervisor(db, make_settings(fake), validator)
-    task = sup.start_cycle()
+    starting = asyncio.create_task(sup.start_cycle())
+    await asyncio.sleep(0)  # start_cycle has created the cycle's task; it has not run a step yet
+    task = sup.current_task
+    assert task is not None and not task.done()
     task.cancel()  # e.g. the loop shutting down right after POST /runs
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert (await starting).session_pk is None
     try:
         assert not sup.busy
         assert [s["status"] for s in await sup.run_cycle()] == ["completed"]

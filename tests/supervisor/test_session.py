@@ -8,7 +8,7 @@ import pytest
 
 from app.supervisor.chain import run_chain
 from tests.fakes import claude_control as cc
-from tests.supervisor.helpers import escalating, healthy, invalid, kill_leftovers, run_session
+from tests.helpers import escalating, healthy, invalid, kill_leftovers, run_session
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -204,7 +204,7 @@ async def test_timeout_during_recovery_keeps_the_completed_run_degraded(db, make
         {"lines": resumed(sid, healthy()), "mode": "hang", "after": 1},
     ])
     try:
-        result, row = await run_session(db, make_settings(fake, tier1_timeout=1), validator)
+        _result, row = await run_session(db, make_settings(fake, tier1_timeout=1), validator)
         assert len(fake.invocations()) == 2
         assert (row["status"], row["degraded"]) == ("completed", 1)
         assert row["status_reason"].startswith("output recovery stopped: resume attempt 2 failed (timed out after 1 s")

@@ -1,4 +1,4 @@
-"""The REST API under /api/v1, against a real uvicorn (tests/web/conftest.py ``live_server``).
+"""The REST API under /api/v1, against the app in process (tests/web/conftest.py ``app_server``).
 
 Every route: its happy path, its filters, its errors (always JSON ``{error, detail}``), and a
 handful of garbage inputs that must never produce a 500. Data comes from the real CLI captures
@@ -15,11 +15,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.ingest import ingest_path
+from app.engine.ingest import ingest_path
 from app.web import api
-from tests.conftest import fixture_stream
+from app.web.limits import MEMORY_CATEGORY_MAX, MEMORY_SERVICE_MAX, MEMORY_VALUE_MAX, PROMPT_MAX_CHARS
 from tests.fakes.claude_control import fixture_lines, init_line, new_session_id, structured_stream
-from tests.supervisor.helpers import healthy
+from tests.helpers import fixture_stream, healthy
 
 HUGE = "9" * 30  # an integer SQLite cannot hold
 
@@ -82,8 +82,8 @@ def count(srv: Any, sql: str) -> int:
 
 # --- GET /sessions ------------------------------------------------------------------------
 
-def test_sessions_list_filters_and_paging(live_server):
-    srv = live_server()
+def test_sessions_list_filters_and_paging(app_server):
+    srv = app_server()
     a = ingest(srv, "c_structured", tier=1)          # completed
     b = ingest(srv, "d_text_only", tier=2)           # completed (degraded)
     c = ingest(srv, "d_invalid_structured", tier=3)  # failed
@@ -118,8 +118,8 @@ def test_sessions_list_filters_and_paging(live_server):
     "status=bogus", "status=RUNNING", "tier=0", "tier=4", "tier=abc", "tier=1.5", "limit=0", "limit=501",
     "limit=-1", "limit=x", "offset=-1", "offset=1e3", f"offset={HUGE}", f"limit={'9' * 5000}",
 ])
-def test_sessions_list_rejects_bad_parameters(live_server, query):
-    srv = live_server()
+def test_sessions_list_rejects_bad_parameters(app_server, query):
+    srv = app_server()
     with srv.client() as cl:
         body = assert_error(cl.get(f"/api/v1/sessions?{query}"), 422, "invalid_parameter")
         assert query.split("=")[0] in body["detail"]
@@ -127,8 +127,8 @@ def test_sessions_list_rejects_bad_parameters(live_server, query):
 
 # --- GET /sessions/{id} -------------------------------------------------------------------
 
-def test_session_detail_includes_output_attempts(live_server):
-    srv = live_server()
+def test_session_detail_includes_output_attempts(app_server):
+    srv = app_server()
     ok = ingest(srv, "c_structured")
     bad = ingest(srv, "d_invalid_structured")
     with srv.client() as cl:
@@ -147,8 +147,8 @@ def test_session_detail_includes_output_attempts(live_server):
 
 
 @pytest.mark.parametrize("pk", ["999", "0", "-1", "abc", "1.5", "%00", "%E2%91%A0", "1e3", "9" * 5000])
-def test_session_detail_unknown_is_404(live_server, pk):
-    srv = live_server()
+def test_session_detail_unknown_is_404(app_server, pk):
+    srv = app_server()
     ingest(srv, "c_structured")
     with srv.client() as cl:
         for suffix in ("", "/activity", "/result"):
@@ -158,8 +158,8 @@ def test_session_detail_unknown_is_404(live_server, pk):
 
 # --- GET /sessions/{id}/activity ----------------------------------------------------------
 
-def test_activity_order_after_and_limit(live_server):
-    srv = live_server()
+def test_activity_order_after_and_limit(app_server):
+    srv = app_server()
     rep = ingest(srv, "c_structured")
     pk = rep["id"]
     expected = fixture_lines("c_structured")
@@ -191,8 +191,8 @@ def test_activity_order_after_and_limit(live_server):
 
 # --- GET /sessions/{id}/result ------------------------------------------------------------
 
-def test_result_of_a_valid_structured_session(live_server):
-    srv = live_server()
+def test_result_of_a_valid_structured_session(app_server):
+    srv = app_server()
     rep = ingest(srv, "c_structured")
     result_line = fixture_lines("c_structured")[-1]
     with srv.client() as cl:
@@ -204,8 +204,8 @@ def test_result_of_a_valid_structured_session(live_server):
     assert body["session_id"] == result_line["session_id"]
 
 
-def test_result_of_a_text_only_session(live_server):
-    srv = live_server()
+def test_result_of_a_text_only_session(app_server):
+    srv = app_server()
     rep = ingest(srv, "d_text_only")
     result_line = fixture_lines("d_text_only")[-1]
     with srv.client() as cl:
@@ -218,8 +218,8 @@ def test_result_of_a_text_only_session(live_server):
     assert body["source"] != "structured_output" and body["attempts"] == 1 and body["status"] == "completed"
 
 
-def test_result_of_an_invalid_structured_session(live_server):
-    srv = live_server()
+def test_result_of_an_invalid_structured_session(app_server):
+    srv = app_server()
     rep = ingest(srv, "d_invalid_structured")
     with srv.client() as cl:
         body = cl.get(f"/api/v1/sessions/{rep['id']}/result").json()
@@ -230,9 +230,9 @@ def test_result_of_an_invalid_structured_session(live_server):
     assert body["status"] == "failed"
 
 
-def test_result_of_a_live_session(live_server):
+def test_result_of_a_live_session(app_server):
     out = healthy("Live run healthy.")
-    srv = live_server(stages=[ok_stage(out, delay=0.01)])
+    srv = app_server(stages=[ok_stage(out, delay=0.01)])
     with srv.client() as cl:
         r = cl.post("/api/v1/runs", json={"tier": 1})
         assert r.status_code == 202, r.text
@@ -245,8 +245,8 @@ def test_result_of_a_live_session(live_server):
 
 # --- POST /runs and POST /sessions/{id}/stop -----------------------------------------------
 
-def test_runs_answers_at_once_then_stop_interrupts(live_server):
-    srv = live_server(stages=[hang_stage()])
+def test_runs_answers_at_once_then_stop_interrupts(app_server):
+    srv = app_server(stages=[hang_stage()])
     with srv.client() as cl:
         t0 = time.monotonic()
         r = cl.post("/api/v1/runs", json={"tier": 1, "prompt": "Check nginx only."})
@@ -275,8 +275,8 @@ def test_runs_answers_at_once_then_stop_interrupts(live_server):
         assert count(srv, "SELECT count(*) FROM sessions") == 1  # an interrupted run does not escalate
 
 
-def test_stop_refuses_sessions_that_are_not_running_here(live_server):
-    srv = live_server()
+def test_stop_refuses_sessions_that_are_not_running_here(app_server):
+    srv = app_server()
     done = ingest(srv, "c_structured")
 
     async def orphan(st: Any) -> int:  # 'running' in the store but owned by no process of this server
@@ -297,20 +297,20 @@ def test_stop_refuses_sessions_that_are_not_running_here(live_server):
 @pytest.mark.parametrize("body", [
     {"json": {"tier": 7}}, {"json": {"tier": 0}}, {"json": {"tier": -1}}, {"json": {"tier": "x"}},
     {"json": {"tier": 1.5}}, {"json": {"tier": 10**30}}, {"json": {"tier": None}},
-    {"json": {"tier": 1, "model": "opus"}}, {"json": {"prompt": 5}}, {"json": {"prompt": "x" * 8001}},
+    {"json": {"tier": 1, "model": "opus"}}, {"json": {"prompt": 5}}, {"json": {"prompt": "x" * (PROMPT_MAX_CHARS + 1)}},
     {"content": b"tier=1"}, {"content": b"{"}, {"content": b"\xff\xfe\x00"}, {"content": b"[]"},
     {"content": b"null"}, {"content": b'"tier"'}, {"content": b"1" * 5000},
 ])
-def test_runs_rejects_bad_bodies(live_server, body):
-    srv = live_server(stages=[hang_stage()])
+def test_runs_rejects_bad_bodies(app_server, body):
+    srv = app_server(stages=[hang_stage()])
     with srv.client() as cl:
         err = assert_error(cl.post("/api/v1/runs", **body), 422)
         assert err["error"] in ("invalid_body", "invalid_json")
     assert count(srv, "SELECT count(*) FROM sessions") == 0 and not srv.state.supervisor.busy
 
 
-def test_runs_unknown_fields_and_json_errors_say_what(live_server):
-    srv = live_server(stages=[hang_stage()])
+def test_runs_unknown_fields_and_json_errors_say_what(app_server):
+    srv = app_server(stages=[hang_stage()])
     with srv.client() as cl:
         body = assert_error(cl.post("/api/v1/runs", json={"tier": 7, "colour": "red"}), 422, "invalid_body")
         assert {p["path"] for p in body["detail"]} == {"$.tier", "$.colour"}  # every problem listed
@@ -318,16 +318,16 @@ def test_runs_unknown_fields_and_json_errors_say_what(live_server):
         assert "not JSON" in body["detail"]
 
 
-def test_runs_refuses_a_tier_above_max_tier(live_server):
-    srv = live_server(stages=[hang_stage()], max_tier=1)
+def test_runs_refuses_a_tier_above_max_tier(app_server):
+    srv = app_server(stages=[hang_stage()], max_tier=1)
     with srv.client() as cl:
         body = assert_error(cl.post("/api/v1/runs", json={"tier": 2}), 422, "invalid_body")
         assert "TIEROPS_MAX_TIER=1" in body["detail"]
     assert count(srv, "SELECT count(*) FROM sessions") == 0
 
 
-def test_runs_refuses_a_prompt_with_a_nul_byte(live_server):
-    srv = live_server(stages=[ok_stage()])
+def test_runs_refuses_a_prompt_with_a_nul_byte(app_server):
+    srv = app_server(stages=[ok_stage()])
     with srv.client() as cl:
         r = cl.post("/api/v1/runs", content=b'{"prompt": "check\\u0000 nginx"}')
         if r.status_code == 202:
@@ -335,10 +335,59 @@ def test_runs_refuses_a_prompt_with_a_nul_byte(live_server):
         assert_error(r, 422, "invalid_body")
 
 
+def test_runs_whose_cycle_fails_before_its_first_session_is_500(app_server, tmp_path):
+    srv = app_server(stages=[ok_stage()], tier1_prompt_file=tmp_path / "missing.md")
+    with srv.client() as cl:
+        body = assert_error(cl.post("/api/v1/runs", json={"tier": 1}), 500, "run_failed")
+    assert "could not start" in body["detail"] and "missing.md" in body["detail"]
+    wait_idle(srv)
+    assert count(srv, "SELECT count(*) FROM sessions") == 0
+
+
+# --- the Run Now form: the same start as POST /runs (Supervisor.start_cycle) ---------------
+
+def test_run_now_redirects_to_the_first_session(app_server):
+    srv = app_server(stages=[hang_stage()])
+    with srv.client(follow_redirects=False) as cl:
+        r = cl.post("/run", data={"tier": "1", "prompt": "Check nginx only."})
+        assert r.status_code == 303, r.text
+        pk = int(r.headers["location"].removeprefix("/sessions/"))
+        row = cl.get(f"/api/v1/sessions/{pk}").json()
+        assert row["status"] == "running" and row["trigger"] == "manual" and row["prompt"].endswith("nginx only.")
+        r = cl.post("/run", data={"tier": "1"})  # one cycle at a time: the form says so
+        assert r.status_code == 409 and "already running" in r.text
+        assert cl.post(f"/api/v1/sessions/{pk}/stop").status_code == 202
+        assert wait_finished(cl, pk)["status"] == "interrupted"
+    wait_idle(srv)
+
+
+def test_run_now_shows_why_a_cycle_could_not_start(app_server, tmp_path):
+    srv = app_server(stages=[ok_stage()], tier1_prompt_file=tmp_path / "missing.md")
+    with srv.client(follow_redirects=False) as cl:
+        r = cl.post("/run", data={"tier": "1"})
+    assert r.status_code == 500 and r.headers["content-type"].startswith("text/html")
+    assert "The cycle could not start" in r.text and "missing.md" in r.text
+    wait_idle(srv)
+
+
+@pytest.mark.parametrize("tier, prompt, message", [
+    ("9", "", "Tier must be a number from 1 to 3."), ("x", "", "Tier must be a number"),
+    ("1", "x" * (PROMPT_MAX_CHARS + 1), "The prompt is too long"),
+])
+def test_run_now_refuses_what_post_runs_refuses(app_server, tier, prompt, message):
+    srv = app_server(stages=[hang_stage()])
+    with srv.client(follow_redirects=False) as cl:
+        r = cl.post("/run", data={"tier": tier, "prompt": prompt})
+        assert r.status_code == 422 and message in r.text
+        api_tier = int(tier) if tier.isdigit() else tier
+        assert_error(cl.post("/api/v1/runs", json={"tier": api_tier, "prompt": prompt or None}), 422)
+    assert count(srv, "SELECT count(*) FROM sessions") == 0 and not srv.state.supervisor.busy
+
+
 # --- GET /events --------------------------------------------------------------------------
 
-def test_events_filters_and_paging(live_server):
-    srv = live_server()
+def test_events_filters_and_paging(app_server):
+    srv = app_server()
     a = ingest(srv, "c_structured")
     b = ingest(srv, "d_text_only")
 
@@ -375,8 +424,8 @@ def test_events_filters_and_paging(live_server):
             assert_error(cl.get(f"/api/v1/events?{query}"), 422, "invalid_parameter")
 
 
-def test_events_of_a_live_session(live_server):
-    srv = live_server(stages=[ok_stage(healthy("nginx fine"))])
+def test_events_of_a_live_session(app_server):
+    srv = app_server(stages=[ok_stage(healthy("nginx fine"))])
     with srv.client() as cl:
         pk = cl.post("/api/v1/runs", json={}).json()["id"]
         wait_finished(cl, pk)
@@ -387,8 +436,8 @@ def test_events_of_a_live_session(live_server):
 
 # --- /memories ----------------------------------------------------------------------------
 
-def test_memories_create_list_edit_delete(live_server):
-    srv = live_server()
+def test_memories_create_list_edit_delete(app_server):
+    srv = app_server()
     with srv.client() as cl:
         r = cl.post("/api/v1/memories", json={"category": "baseline", "value": "  disk  at 71 %  ",
                                               "service": "web-1", "confidence": 0.9})
@@ -439,8 +488,8 @@ def test_memories_create_list_edit_delete(live_server):
         assert_error(cl.get(f"/api/v1/memories/{m1['id']}"), 405, "method_not_allowed")
 
 
-def test_memories_duplicates_are_409(live_server):
-    srv = live_server()
+def test_memories_duplicates_are_409(app_server):
+    srv = app_server()
     with srv.client() as cl:
         first = cl.post("/api/v1/memories", json={"category": "c", "value": "a b", "service": "s"}).json()
         other = cl.post("/api/v1/memories", json={"category": "c", "value": "x", "service": "s"}).json()
@@ -465,8 +514,8 @@ def test_memories_duplicates_are_409(live_server):
     {"category": "c", "value": "v" * 10_001}, {"category": "c", "value": 12}, {"category": ["c"], "value": "v"},
     {"category": "c", "value": "v", "service": {"a": 1}}, {"category": "c", "value": "v", "id": 5},
 ])
-def test_memories_create_rejects_bad_bodies(live_server, body):
-    srv = live_server()
+def test_memories_create_rejects_bad_bodies(app_server, body):
+    srv = app_server()
     with srv.client() as cl:
         err = assert_error(cl.post("/api/v1/memories", json=body), 422, "invalid_body")
         assert all(set(p) == {"path", "message"} and p["path"].startswith("$") for p in err["detail"])
@@ -478,8 +527,8 @@ def test_memories_create_rejects_bad_bodies(live_server, body):
     {"json": {"active": "maybe"}}, {"json": {"times_seen": 3}}, {"json": []}, {"content": b"value=x"},
     {"content": b"{"}, {"content": b"null"},
 ])
-def test_memories_patch_rejects_bad_bodies(live_server, body):
-    srv = live_server()
+def test_memories_patch_rejects_bad_bodies(app_server, body):
+    srv = app_server()
     with srv.client() as cl:
         m = cl.post("/api/v1/memories", json={"category": "c", "value": "v"}).json()
         err = assert_error(cl.patch(f"/api/v1/memories/{m['id']}", **body), 422)
@@ -487,16 +536,31 @@ def test_memories_patch_rejects_bad_bodies(live_server, body):
         assert cl.get("/api/v1/memories").json() == [m]  # unchanged
 
 
-def test_memories_list_rejects_bad_parameters(live_server):
-    srv = live_server()
+@pytest.mark.parametrize("field, limit", [("category", MEMORY_CATEGORY_MAX), ("value", MEMORY_VALUE_MAX),
+                                          ("service", MEMORY_SERVICE_MAX)])
+def test_memory_form_and_api_accept_the_same_lengths(app_server, field, limit):
+    srv = app_server()
+    fields = {"category": "c", "value": "v", "service": "s"}
+    with srv.client(follow_redirects=False) as cl:
+        too_long = {**fields, field: "é" * (limit + 1)}
+        r = cl.post("/memories", data=too_long)
+        assert r.status_code == 422 and "too long" in r.text
+        assert_error(cl.post("/api/v1/memories", json=too_long), 422, "invalid_body")
+        assert cl.post("/memories", data={**fields, field: "é" * limit}).status_code == 303
+        assert cl.post("/api/v1/memories", json={**fields, field: "ü" * limit}).status_code == 201
+    assert count(srv, "SELECT count(*) FROM memories") == 2
+
+
+def test_memories_list_rejects_bad_parameters(app_server):
+    srv = app_server()
     with srv.client() as cl:
         for query in ("active=maybe", "active=TRUE", "limit=0", "limit=2001", "offset=-1", "limit=x"):
             assert_error(cl.get(f"/api/v1/memories?{query}"), 422, "invalid_parameter")
 
 
 @pytest.mark.parametrize("field", ["category", "value", "confidence", "active"])
-def test_memories_patch_refuses_null(live_server, field):
-    srv = live_server()
+def test_memories_patch_refuses_null(app_server, field):
+    srv = app_server()
     with srv.client() as cl:
         m = cl.post("/api/v1/memories", json={"category": "c", "value": "v"}).json()
         r = cl.patch(f"/api/v1/memories/{m['id']}", json={field: None})
@@ -516,8 +580,8 @@ def _refs(node: Any) -> list[str]:
     return []
 
 
-def test_openapi_documents_every_route(live_server):
-    srv = live_server()
+def test_openapi_documents_every_route(app_server):
+    srv = app_server()
     with srv.client() as cl:
         r = cl.get("/api/v1/openapi.json")
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
@@ -553,6 +617,10 @@ def test_openapi_documents_every_route(live_server):
         assert set(schemas[name]["properties"]) == set(model.model_fields), name
         assert set(schemas[name].get("required", [])) == {k for k, f in model.model_fields.items() if f.is_required()}
         assert schemas[name]["additionalProperties"] is False  # the models forbid extra fields
+        for field, prop in model.model_json_schema()["properties"].items():  # the same limits (app/web/limits.py)
+            for key in ("maxLength", "minimum", "maximum"):
+                checked = [p[key] for p in (prop, *prop.get("anyOf", [])) if key in p]
+                assert [schemas[name]["properties"][field].get(key)] == (checked or [None]), (name, field, key)
     # the documented query parameters are the ones the handlers read
     params = {p["name"] for p in doc["paths"]["/sessions"]["get"]["parameters"]}
     assert params == {"status", "tier", "limit", "offset"}
@@ -562,15 +630,15 @@ def test_openapi_documents_every_route(live_server):
 
 # --- /healthz and /metrics ----------------------------------------------------------------
 
-def test_healthz(live_server):
-    srv = live_server()
+def test_healthz(app_server):
+    srv = app_server()
     with srv.client() as cl:
         r = cl.get("/healthz")
     assert r.status_code == 200 and r.json() == {"status": "ok", "db": "ok"}
 
 
-def test_metrics_prometheus_text(live_server):
-    srv = live_server()
+def test_metrics_prometheus_text(app_server):
+    srv = app_server()
     ingest(srv, "c_structured", tier=1)
     ingest(srv, "d_invalid_structured", tier=2)
     with srv.client() as cl:
@@ -589,8 +657,8 @@ def test_metrics_prometheus_text(live_server):
 
 # --- errors are JSON, garbage is never a 500 -----------------------------------------------
 
-def test_unknown_paths_and_methods_are_json(live_server):
-    srv = live_server()
+def test_unknown_paths_and_methods_are_json(app_server):
+    srv = app_server()
     with srv.client() as cl:
         assert_error(cl.get("/api/v1/nope"), 404, "not_found")
         assert_error(cl.get("/api/v2/sessions"), 404, "not_found")
@@ -639,8 +707,8 @@ FUZZ = [
 ]
 
 
-def test_garbage_never_yields_a_500(live_server):
-    srv = live_server(stages=[hang_stage()])
+def test_garbage_never_yields_a_500(app_server):
+    srv = app_server(stages=[hang_stage()])
     ingest(srv, "c_structured")
     seen = []
     for method, url, kwargs in FUZZ:
@@ -659,16 +727,16 @@ def test_garbage_never_yields_a_500(live_server):
     ("GET", "/api/v1/sessions/{}"), ("GET", "/api/v1/sessions/{}/activity"), ("GET", "/api/v1/sessions/{}/result"),
     ("POST", "/api/v1/sessions/{}/stop"), ("PATCH", "/api/v1/memories/{}"), ("DELETE", "/api/v1/memories/{}"),
 ])
-def test_huge_path_ids_are_404(live_server, method, path):
-    srv = live_server()
+def test_huge_path_ids_are_404(app_server, method, path):
+    srv = app_server()
     with srv.client() as cl:
         r = cl.request(method, path.format(HUGE), json={} if method == "PATCH" else None)
     assert_error(r, 404, "not_found")
 
 
 @pytest.mark.parametrize("path", ["/api/v1/memories", "/api/v1/runs"])
-def test_deeply_nested_json_is_422(live_server, path):
-    srv = live_server(stages=[hang_stage()])
+def test_deeply_nested_json_is_422(app_server, path):
+    srv = app_server(stages=[hang_stage()])
     with srv.client() as cl:
         r = cl.post(path, content=b"[" * 100_000 + b"]" * 100_000)
     assert_error(r, 422, "invalid_json")

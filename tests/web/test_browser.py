@@ -38,7 +38,7 @@ from tests.fakes.claude_control import (
     structured_output_ack,
     tool_result,
 )
-from tests.supervisor.helpers import healthy
+from tests.helpers import healthy
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, LiveServer
 
 SCREENSHOT = "/tmp/tierops-live-session.png"
@@ -173,12 +173,8 @@ class CuttableProxy:
         """Heads of the GET /sessions/{pk}/stream requests seen, oldest first."""
         with self.lock:
             blobs = [bytes(b) for b in self.sent]
-        heads = []
-        for blob in blobs:
-            for head in blob.decode("latin-1").split("\r\n\r\n"):
-                if head.startswith(f"GET /sessions/{pk}/stream"):
-                    heads.append(head)
-        return heads
+        return [head for blob in blobs for head in blob.decode("latin-1").split("\r\n\r\n")
+                if head.startswith(f"GET /sessions/{pk}/stream")]
 
     def close(self) -> None:
         self.closed = True

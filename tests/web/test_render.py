@@ -9,7 +9,7 @@ import pytest
 
 from app.stream.parser import parse_line
 from app.web.render import TEXT_LIMIT, render_activity, render_event_row, render_json
-from tests.conftest import SCENARIOS, fixture_stream
+from tests.helpers import SCENARIOS, fixture_stream
 
 PK = 7
 VOID = {"br", "hr", "img", "input", "meta", "link", "wbr", "col", "area", "base", "source", "track", "embed"}

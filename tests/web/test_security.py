@@ -1,5 +1,5 @@
-"""Authentication, the login cookie, CSRF, the loopback rule and secret redaction, against a real
-uvicorn (tests/web/conftest.py ``live_server``)."""
+"""Authentication, the login cookie, CSRF, the loopback rule and secret redaction, against the app
+in process (tests/web/conftest.py ``app_server``)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.ingest import ingest_path
+from app.engine.ingest import ingest_path
+from app.errors import ConfigError
 from app.web import app as web_app
 from app.web.auth import COOKIE, COOKIE_MAX_AGE, sign
-from tests.conftest import fixture_stream
 from tests.fakes.claude_control import assistant_tool_use, new_session_id, structured_stream, tool_result
-from tests.supervisor.helpers import healthy
+from tests.helpers import fixture_stream, healthy
 
 TOKEN = "t0ken-abc-123"
 EVIL = "http://evil.example"
@@ -104,8 +104,8 @@ API_CALLS = [
 
 # --- auth off -----------------------------------------------------------------------------
 
-def test_without_a_token_everything_is_open(live_server):
-    srv = live_server()
+def test_without_a_token_everything_is_open(app_server):
+    srv = app_server()
     pk = ingest(srv)["id"]
     with anon(srv) as cl:
         for method, url, kwargs in API_CALLS:
@@ -124,8 +124,8 @@ def test_without_a_token_everything_is_open(live_server):
 # --- auth on: the API ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("method,url,kwargs", API_CALLS)
-def test_api_needs_the_token(live_server, method, url, kwargs):
-    srv = live_server(token=TOKEN)
+def test_api_needs_the_token(app_server, method, url, kwargs):
+    srv = app_server(token=TOKEN)
     ingest(srv)
     with anon(srv) as cl:
         for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {TOKEN}"},
@@ -140,8 +140,8 @@ def test_api_needs_the_token(live_server, method, url, kwargs):
     assert count(srv, "SELECT count(*) FROM memories") == 1  # only the ingested one: nothing got through
 
 
-def test_healthz_and_static_stay_open_metrics_does_not(live_server):
-    srv = live_server(token=TOKEN)
+def test_healthz_and_static_stay_open_metrics_does_not(app_server):
+    srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.get("/healthz")
         assert r.status_code == 200 and r.json() == {"status": "ok", "db": "ok"}
@@ -150,8 +150,8 @@ def test_healthz_and_static_stay_open_metrics_does_not(live_server):
         assert cl.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
-def test_openapi_document_is_as_open_as_it_says(live_server):
-    srv = live_server(token=TOKEN)
+def test_openapi_document_is_as_open_as_it_says(app_server):
+    srv = app_server(token=TOKEN)
     with srv.client() as cl:
         doc = cl.get("/api/v1/openapi.json").json()
     assert doc["paths"]["/openapi.json"]["get"]["security"] == []
@@ -161,8 +161,8 @@ def test_openapi_document_is_as_open_as_it_says(live_server):
 
 # --- auth on: pages, login, cookie, logout ------------------------------------------------
 
-def test_pages_redirect_to_login_with_next(live_server):
-    srv = live_server(token=TOKEN)
+def test_pages_redirect_to_login_with_next(app_server):
+    srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.get("/sessions?status=running&tier=1")
         assert r.status_code == 303
@@ -180,8 +180,8 @@ def test_pages_redirect_to_login_with_next(live_server):
     assert count(srv, "SELECT count(*) FROM memories") == 0
 
 
-def test_login_form_cookie_and_logout(live_server):
-    srv = live_server(token=TOKEN)
+def test_login_form_cookie_and_logout(app_server):
+    srv = app_server(token=TOKEN)
     pk = ingest(srv)["id"]
     with anon(srv) as cl:
         r = cl.get("/login?next=/sessions%3Fstatus%3Dcompleted")
@@ -227,8 +227,21 @@ def test_login_form_cookie_and_logout(live_server):
         assert cl.get("/api/v1/sessions").status_code == 401
 
 
-def test_login_with_a_wrong_token_sets_nothing_and_keeps_next_local(live_server):
-    srv = live_server(token=TOKEN)
+@pytest.mark.parametrize("url, status, message", [
+    ("/sessions/999", 404, "There is no session 999."), ("/sessions?tier=9", 422, "tier"),
+    ("/events?level=debug", 422, "level"), ("/no-such-page", 404, "Not Found"),
+])
+def test_error_pages_keep_the_nav_and_the_log_out_button(app_server, url, status, message):
+    srv = app_server(token=TOKEN)
+    with srv.client() as cl:
+        r = cl.get(url)
+    assert r.status_code == status and r.headers["content-type"].startswith("text/html")
+    assert message in html.unescape(r.text)
+    assert 'href="/memories"' in r.text and 'action="/logout"' in r.text
+
+
+def test_login_with_a_wrong_token_sets_nothing_and_keeps_next_local(app_server):
+    srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.post("/login", data={"token": "x" * 10_000, "next": "//evil.example"})
         assert r.status_code == 401 and "set-cookie" not in r.headers
@@ -253,8 +266,8 @@ def _bad_cookies() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", list(_bad_cookies()))
-def test_bad_cookies_are_refused(live_server, name):
-    srv = live_server(token=TOKEN)
+def test_bad_cookies_are_refused(app_server, name):
+    srv = app_server(token=TOKEN)
     pk = ingest(srv)["id"]
     value = _bad_cookies()[name]
     with anon(srv, headers=cookie_header(value)) as cl:
@@ -266,19 +279,19 @@ def test_bad_cookies_are_refused(live_server, name):
     assert count(srv, "SELECT count(*) FROM memories") == 1
 
 
-def test_a_fresh_signature_is_accepted_and_rotation_logs_out(live_server):
-    srv = live_server(token=TOKEN)
+def test_a_fresh_signature_is_accepted_and_rotation_logs_out(app_server):
+    srv = app_server(token=TOKEN)
     value = sign(TOKEN, int(time.time()) + 60)
     with anon(srv, headers=cookie_header(value)) as cl:
         assert cl.get("/api/v1/sessions").status_code == 200
-    other = live_server(token="rotated-token-456")
+    other = app_server(token="rotated-token-456")
     with anon(other, headers=cookie_header(login(srv))) as cl:
         assert cl.get("/api/v1/sessions").status_code == 401
 
 
 @pytest.mark.parametrize("value", ["\u00b2.abc", "9" * 5000 + ".abc"])
-def test_malformed_cookie_expiry_is_401_not_500(live_server, value):
-    srv = live_server(token=TOKEN)
+def test_malformed_cookie_expiry_is_401_not_500(app_server, value):
+    srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.get("/api/v1/sessions", headers=[(b"cookie", f"{COOKIE}={value}".encode("latin-1"))])
     assert_json_error(r, 401, "unauthorized")
@@ -289,14 +302,14 @@ def test_malformed_cookie_expiry_is_401_not_500(live_server, value):
     "\\\\evil.example", "javascript:alert(1)", "/\t/evil.example", "/\n/evil.example", " //evil.example",
     "evil.example", "///evil.example", "http:/evil.example", "",
 ])
-def test_next_never_leaves_the_site(live_server, target):
+def test_next_never_leaves_the_site(app_server, target):
     def local(location: str) -> None:
         cleaned = "".join(ch for ch in location if ch not in "\t\n\r ")  # what browsers strip
         parts = urlsplit(cleaned)
         assert cleaned.startswith("/") and not cleaned.startswith("//") and "\\" not in cleaned, location
         assert not parts.scheme and not parts.netloc, location
 
-    srv = live_server(token=TOKEN)
+    srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.post("/login", data={"token": TOKEN, "next": target})
         assert r.status_code == 303
@@ -306,7 +319,7 @@ def test_next_never_leaves_the_site(live_server, target):
         kept = target.startswith("/") and not target.startswith("//") and "\\" not in target
         expected = html.escape(target) if kept else "/"
         assert f'name="next" value="{expected}"' in r.text  # and the POST above shows where it leads
-    open_srv = live_server()
+    open_srv = app_server()
     with anon(open_srv) as cl:
         r = cl.get("/login", params={"next": target})
         assert r.status_code == 303
@@ -323,8 +336,8 @@ CROSS_SITE = [
 
 @pytest.mark.parametrize("token", [None, TOKEN], ids=["auth-off", "auth-on"])
 @pytest.mark.parametrize("headers", CROSS_SITE, ids=lambda h: ",".join(f"{k}={v}" for k, v in h.items()))
-def test_cross_site_writes_are_refused_and_change_nothing(live_server, token, headers):
-    srv = live_server(token=token)
+def test_cross_site_writes_are_refused_and_change_nothing(app_server, token, headers):
+    srv = app_server(token=token)
     ingest(srv)
 
     async def snapshot(st: Any) -> tuple:
@@ -360,8 +373,8 @@ def test_cross_site_writes_are_refused_and_change_nothing(live_server, token, he
 
 
 @pytest.mark.parametrize("token", [None, TOKEN], ids=["auth-off", "auth-on"])
-def test_same_origin_and_scripts_may_write(live_server, token):
-    srv = live_server(token=token)
+def test_same_origin_and_scripts_may_write(app_server, token):
+    srv = app_server(token=token)
     auth = cookie_header(login(srv)) if token else {}
     allowed = [{"Origin": srv.url}, {"Sec-Fetch-Site": "same-origin", "Origin": srv.url},
                {"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}, {}]
@@ -383,8 +396,8 @@ def test_same_origin_and_scripts_may_write(live_server, token):
     assert count(srv, "SELECT count(*) FROM memories") == len(allowed) + 1 - 1 + (1 if token else 0)
 
 
-def test_dns_rebinding_is_refused_without_a_token(live_server):
-    srv = live_server()
+def test_dns_rebinding_is_refused_without_a_token(app_server):
+    srv = app_server()
     rebound = urlsplit(srv.url)._replace(netloc=f"evil.example:{urlsplit(srv.url).port}")
     with anon(srv, headers={"Host": rebound.netloc, "Origin": rebound.geturl()}) as cl:
         r = cl.post("/api/v1/memories", json={"category": "c", "value": "rebound"})
@@ -414,7 +427,7 @@ def test_serve_refuses_a_non_loopback_bind_without_a_token(clean_env, monkeypatc
     calls: list = []
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))  # never bind, whatever happens
     settings = Settings(db=clean_env / "t.db", state_dir=clean_env / "state", schedule=False)
-    with pytest.raises(ValueError, match="TIEROPS_TOKEN") as exc:
+    with pytest.raises(ConfigError, match="TIEROPS_TOKEN") as exc:
         web_app.serve(settings, host, _free_port())
     assert host in str(exc.value) and "127.0.0.1" in str(exc.value)
     assert calls == []
@@ -436,7 +449,7 @@ def test_serve_allows_a_non_loopback_bind_with_a_token(clean_env, monkeypatch):
     token_file.write_text(TOKEN + "\n")
     web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", token_file=token_file), "0.0.0.0", 1)
     assert len(calls) == 1 and calls[0][1]["host"] == "0.0.0.0"  # uvicorn.run replaced: nothing was bound
-    with pytest.raises(ValueError, match="TIEROPS_TOKEN_FILE"):
+    with pytest.raises(ConfigError, match="TIEROPS_TOKEN_FILE"):
         web_app.serve(Settings(db=clean_env / "t.db", token_file=clean_env / "missing"), "127.0.0.1", 1)
 
 
@@ -489,10 +502,10 @@ def _run_and_collect(srv: Any) -> tuple[str, list[str]]:
     return r.text, texts + srv.run_async(stored)
 
 
-def test_secrets_are_redacted_before_storage(live_server, tmp_path):
+def test_secrets_are_redacted_before_storage(app_server, tmp_path):
     token_file = tmp_path / "token.txt"
     token_file.write_text(TOKEN)
-    srv = live_server(token=TOKEN, stages=[_leaky_stage()], token_file=token_file)
+    srv = app_server(token=TOKEN, stages=[_leaky_stage()], token_file=token_file)
     activity, everything = _run_and_collect(srv)
     assert "[REDACTED]" in activity and "HOME=/root" in activity  # the rest of the output is kept
     for text in everything:
@@ -500,8 +513,8 @@ def test_secrets_are_redacted_before_storage(live_server, tmp_path):
         assert TOKEN not in text
 
 
-def test_the_app_token_is_redacted_even_when_passed_to_create_app(live_server):
-    srv = live_server(token=TOKEN, stages=[_leaky_stage()])
+def test_the_app_token_is_redacted_even_when_passed_to_create_app(app_server):
+    srv = app_server(token=TOKEN, stages=[_leaky_stage()])
     activity, everything = _run_and_collect(srv)
     assert SECRET_KEY not in activity  # the key shape is always caught
     assert all(TOKEN not in text for text in everything)

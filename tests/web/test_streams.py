@@ -8,6 +8,7 @@ output cannot break the framing; a slow client never slows ingestion and still g
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -21,8 +22,7 @@ import httpx
 import httpx_sse
 import pytest
 
-from app.ingest import ingest_path
-from tests.conftest import fixture_stream
+from app.engine.ingest import ingest_path
 from tests.fakes.claude_control import (
     assistant_text,
     assistant_tool_use,
@@ -32,7 +32,7 @@ from tests.fakes.claude_control import (
     structured_stream,
     tool_result,
 )
-from tests.supervisor.helpers import healthy
+from tests.helpers import fixture_stream, healthy
 
 HUGE = "9" * 30
 EVIL_TOOL_OUTPUT = "event: end\ndata: fake\n\nid: 999\n"
@@ -166,7 +166,7 @@ def test_a_live_session_streams_in_order_and_ends(live_server):
     first, last = events[0].at, events[-2].at
     assert last - first > 2.0, f"15 lines 0.2 s apart arrived within {last - first:.2f} s"
     assert first - t0 < 3
-    gaps = [b.at - a.at for a, b in zip(events[:-2], events[1:-1], strict=True)]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(events)]
     assert sum(g > 0.1 for g in gaps) >= 10, gaps
     for ev, row in zip(events[:-1], rows, strict=True):
         data = ev.json()

@@ -12,23 +12,29 @@ stdin is spooled to a temporary file first, so memory stays flat for any size.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from app.config import Settings
+from app.engine.recorder import RecorderOptions, SessionRecorder
+from app.engine.report import SessionReport, build_report
+from app.errors import InputError
 from app.output.validate import OutputValidator
-from app.recorder import SessionRecorder, build_report
-from app.redact import redactor_for
+from app.store import sessions
 from app.store.db import Database
 from app.stream.parser import parse_line
 from app.stream.reader import iter_lines
+from app.vocab import SessionStatus, Trigger
+
+log = logging.getLogger(__name__)
 
 PEEK_LINES = 100  # how far to look for a session_id before ingesting without one
 
 
-class IngestError(Exception):
+class IngestError(InputError):
     """Bad input for ingest; the message says what and what to do."""
 
 
@@ -56,25 +62,23 @@ def spool_stdin() -> Path:
     return Path(tmp.name)
 
 
-async def _existing(db: Database, path: Path, session_id: str | None) -> int | None:
+async def _existing(db: Database, path: Path, session_id: str | None) -> sessions.StoredStream | None:
     """The stored session this exact stream already produced, if any (raises on a conflict)."""
     if session_id:
-        row = await db.fetchone("SELECT id, stream_sha256 FROM sessions WHERE session_id = ?", (session_id,))
-        if row is None:
+        found = await sessions.find_by_cli_session_id(db, session_id)
+        if found is None:
             return None
-        if row["stream_sha256"] is not None and row["stream_sha256"] != _sha256(path):
+        if found.stream_sha256 is not None and found.stream_sha256 != _sha256(path):
             raise IngestError(
-                f"session {session_id} is already stored (id {row['id']}) from a different stream;"
+                f"session {session_id} is already stored (id {found.id}) from a different stream;"
                 " a resumed run's stream is not merged by ingest. Use another --db to keep both."
             )
-        return row["id"]
-    row = await db.fetchone("SELECT id FROM sessions WHERE stream_sha256 = ? AND session_id IS NULL",
-                            (_sha256(path),))
-    return row["id"] if row else None
+        return found
+    return await sessions.find_anonymous_stream(db, _sha256(path))
 
 
 async def ingest_path(db: Database, path: Path, validator: OutputValidator, settings: Settings,
-                      tier: int | None = None) -> tuple[dict, bool]:
+                      tier: int | None = None) -> tuple[SessionReport, bool]:
     """Returns (report, stored_now). ``stored_now`` is False when the stream was already stored."""
     try:
         existing = await _existing(db, path, _peek_session_id(path))
@@ -86,26 +90,21 @@ async def ingest_path(db: Database, path: Path, validator: OutputValidator, sett
         raise IngestError(f"cannot read {path}: {exc.strerror}") from None
 
     if existing is not None:
-        row = await db.fetchone("SELECT status, trigger FROM sessions WHERE id = ?", (existing,))
-        if not (row["status"] == "running" and row["trigger"] == "ingest"):
-            return await build_report(db, existing), False
+        if not (existing.status == SessionStatus.RUNNING and existing.trigger == Trigger.INGEST):
+            return await build_report(db, existing.id), False
         # An earlier ingest of this stream was killed half-way: replace its partial rows.
-        async with db.write() as conn:
-            await conn.execute("DELETE FROM sessions WHERE id = ?", (existing,))
+        log.info("replacing session %d: an earlier ingest of %s stopped half-way", existing.id, path)
+        await sessions.delete_session(db, existing.id)
 
-    rec = await SessionRecorder.begin(
-        db, validator, tier=tier, trigger="ingest",
-        handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
-        reinforce=settings.memory_reinforce, redact=redactor_for(settings),
-    )
+    rec = await SessionRecorder.begin(db, validator, RecorderOptions.from_settings(settings), tier=tier,
+                                      trigger=Trigger.INGEST)
     digest = hashlib.sha256()
     try:
         with path.open("rb") as f:
             for line in iter_lines(f, digest):
                 await rec.feed(line)
     except OSError as exc:
-        await rec.finalize(status="failed", reason=f"ingest aborted: cannot read {path}: {exc.strerror}")
+        await rec.finalize(status=SessionStatus.FAILED, reason=f"ingest aborted: cannot read {path}: {exc.strerror}")
         raise IngestError(f"cannot read {path}: {exc.strerror}") from None
-    async with db.write() as conn:
-        await conn.execute("UPDATE sessions SET stream_sha256 = ? WHERE id = ?", (digest.hexdigest(), rec.session_pk))
+    await sessions.set_stream_sha256(db, rec.session_pk, digest.hexdigest())
     return await rec.finalize(), True

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from app.ingest import ingest_path
-from tests.conftest import FIXTURES, SCENARIOS, fixture_stream
+from app.engine.ingest import ingest_path
+from tests.helpers import FIXTURES, SCENARIOS, fixture_stream
 
 # scenario: (status, source, degraded, events, memories, checks, result_subtype)
 OK = ("completed", "structured_output", False, 1, 1, 2, "success")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.ingest import ingest_path
-from app.recorder import SessionRecorder
-from tests.conftest import fixture_stream
+from app.engine.ingest import ingest_path
+from app.engine.recorder import RecorderOptions, SessionRecorder
+from tests.helpers import fixture_stream
 
 SID = "11111111-2222-4333-8444-555555555555"
 GOOD = {
@@ -146,8 +146,8 @@ async def test_stream_cut_before_result(tmp_path, db, validator, settings):
 
 async def test_live_recording_publishes_and_supports_resume_attempts(db, validator):
     published = []
-    rec = await SessionRecorder.begin(db, validator, tier=2, trigger="manual",
-                                      publish=lambda pk, rows: published.extend(rows))
+    rec = await SessionRecorder.begin(db, validator, RecorderOptions(publish=lambda pk, rows: published.extend(rows)),
+                                      tier=2, trigger="manual")
     await rec.feed(init())
     await rec.flush()
     assert [p["seq"] for p in published] == [1]

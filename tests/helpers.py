@@ -1,4 +1,5 @@
-"""Helpers of the supervisor tests: agent outputs, running one session, process checks."""
+"""Helpers shared by the test modules: the real CLI captures, agent outputs, running one session,
+process checks. Fixtures live in the conftest.py files; plain functions live here."""
 
 from __future__ import annotations
 
@@ -8,13 +9,24 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from app.config import Settings
 from app.output.validate import OutputValidator
 from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
-from tests.fakes.claude_control import FakeClaude
+from tests.fakes.claude_control import FIXTURES, FakeClaude
+
+# --- the real CLI captures (tests/fixtures via claude_control.FIXTURES) -----------------------
+
+SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) if FIXTURES.is_dir() else []
+
+
+def fixture_stream(name: str) -> Path:
+    """The captured stdout.jsonl of one scenario."""
+    return FIXTURES / name / "stdout.jsonl"
+
 
 # --- agent outputs ------------------------------------------------------------------------
 

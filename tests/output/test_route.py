@@ -1,0 +1,97 @@
+"""``app/output/route.py``: what a session's findings become, from structured output or the fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.output.contract import AgentResponse
+from app.output.handoff import Handoff, parse_handoff
+from app.output.markers import MarkerSet, parse_markers
+from app.output.route import Routed, from_fallback, from_structured, split_memory_key
+
+
+@pytest.mark.parametrize(("key", "expected"), [
+    ("postgres:disk", ("postgres", "disk")),
+    (" postgres : disk ", ("postgres", "disk")),
+    ("api.payments-v2:latency", ("api.payments-v2", "latency")),
+    ("a:b:c", ("a", "b:c")),
+    ("runbook", (None, "runbook")),
+    ("  runbook  ", (None, "runbook")),
+    ("web-1.disk", (None, "web-1.disk")),
+    (":disk", (None, ":disk")),
+    ("postgres:", (None, "postgres:")),
+    (" : ", (None, ":")),
+])
+def test_split_memory_key(key, expected):
+    assert split_memory_key(key) == expected
+
+
+def test_from_structured_maps_every_finding():
+    resp = AgentResponse.model_validate({
+        "summary": "db slow",
+        "events": [{"level": "critical", "service": "postgres", "message": "p99 4s"},
+                   {"level": "info", "service": "", "message": "empty service"},
+                   {"level": "warning", "message": "no service"}],
+        "memories": [{"key": "postgres:disk", "value": "grows 2%/day"}, {"key": "runbook", "value": "db first"}],
+        "escalation": {"needed": True, "reason": "db slow", "context": "p99", "failed_checks": ["pg_latency"]},
+        "services_checked": [{"name": "postgres", "status": "degraded", "detail": "p99 4s"},
+                             {"name": "nginx", "status": "healthy"}],
+    })
+    routed = from_structured(resp)
+    assert routed == Routed(
+        source="structured_output",
+        summary="db slow",
+        events=[("critical", None, "postgres", "p99 4s"), ("info", None, None, "empty service"),
+                ("warning", None, None, "no service")],
+        memories=[("postgres", "disk", "grows 2%/day"), (None, "runbook", "db first")],
+        checks=[("postgres", "degraded", "p99 4s"), ("nginx", "healthy", None)],
+        cooldowns=[],
+        escalation={"needed": True, "reason": "db slow", "context": "p99", "failed_checks": ["pg_latency"]},
+    )
+
+
+def test_from_structured_minimal_response_still_decides_escalation():
+    resp = AgentResponse.model_validate({"summary": "ok", "events": [], "escalation": {"needed": False},
+                                         "services_checked": []})
+    routed = from_structured(resp)
+    assert routed.escalation == {"needed": False, "reason": None, "context": None, "failed_checks": []}
+    assert (routed.events, routed.memories, routed.checks, routed.cooldowns) == ([], [], [], [])
+
+
+MARKED = """Checked things.
+[EVENT:critical:postgres] replication lag 40s
+[EVENT:urgent] odd level kept as warning
+[MEMORY:disk:postgres] grows 2%/day
+[COOLDOWN:restart:nginx] success — came back
+"""
+
+
+def test_from_fallback_markers_win_the_source_and_handoff_gives_the_escalation():
+    handoff = parse_handoff('{"escalate": true, "reason": "lag", "failed_checks": "replication"}')
+    routed = from_fallback(parse_markers(MARKED), handoff)
+    assert routed.source == "markers"
+    assert routed.summary is None
+    assert routed.events == [("critical", None, "postgres", "replication lag 40s"),
+                             ("warning", "urgent", None, "odd level kept as warning")]
+    assert routed.memories == [("postgres", "disk", "grows 2%/day")]
+    assert routed.cooldowns == [("restart", "nginx", "success", "came back")]
+    assert routed.checks == []
+    assert routed.escalation == {"needed": True, "reason": "lag", "context": None, "failed_checks": ["replication"]}
+
+
+def test_from_fallback_markers_alone_have_no_escalation_decision():
+    routed = from_fallback(parse_markers(MARKED), None)
+    assert routed.source == "markers"
+    assert routed.escalation is None
+
+
+def test_from_fallback_handoff_without_markers():
+    routed = from_fallback(MarkerSet(), Handoff(needed=False, reason="fine"))
+    assert routed.source == "handoff"
+    assert (routed.events, routed.memories, routed.cooldowns) == ([], [], [])
+    assert routed.escalation == {"needed": False, "reason": "fine", "context": None, "failed_checks": []}
+
+
+def test_from_fallback_nothing_is_source_none():
+    routed = from_fallback(parse_markers("no markers here, `[EVENT:info] in code` neither"), None)
+    assert routed == Routed(source="none")

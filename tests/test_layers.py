@@ -1,0 +1,175 @@
+"""The shape of the package (issue #8): storage owns every SQL statement, imports point down the line.
+
+The lifecycle line is ``stream → output → store → engine → supervisor → web → cli``; a module may
+import its own layer and the layers before it, never one after it. Below them all sits the
+foundation (``clock``, ``vocab``, ``errors``, ``paths``, ``tasks``, ``config``, ``redact``),
+which imports nothing but itself. Outside ``app/store/`` no module may hold a connection, call
+``execute``/``fetch…``, open a transaction or contain SQL text.
+
+Read with :mod:`ast`, not grep: a docstring that *mentions* SELECT is fine, a string that *is*
+SQL is not; ``TYPE_CHECKING`` imports count like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[1] / "app"
+
+FOUNDATION = {"app", "app.clock", "app.vocab", "app.errors", "app.paths", "app.tasks", "app.config", "app.redact"}
+LINE = ["stream", "output", "store", "engine", "supervisor", "web", "cli"]
+RANK = {name: i for i, name in enumerate(LINE)}
+
+SQL_CALLS = {"execute", "executemany", "executescript", "fetchall", "fetchone", "fetchval", "fetchmany"}
+DB_CONTEXTS = {"write", "read", "read_fresh"}
+SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE\s+FROM|CREATE\s+(TABLE|INDEX|TRIGGER)|ALTER\s+TABLE|"
+                      r"PRAGMA|BEGIN|COMMIT|ROLLBACK|WITH\s+\w+\s+AS)\b")
+DB_MODULES = {"sqlite3", "aiosqlite"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(APP.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _layer(module: str) -> int | None:
+    """None for the foundation; otherwise the position on the lifecycle line."""
+    if module in FOUNDATION:
+        return None
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else parts[0]
+    if name == "__main__":
+        name = "cli"
+    if name not in RANK:
+        raise AssertionError(f"{module}: not on the lifecycle line {LINE} nor in the foundation; place it")
+    return RANK[name]
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {_module_name(p): ast.parse(p.read_text(encoding="utf-8"), str(p)) for p in sorted(APP.rglob("*.py"))}
+
+
+def _imports(tree: ast.Module, module: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    package = module if module == "app" or tree_is_package(module) else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the package
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            # ``from app.store import sessions`` imports the submodule app.store.sessions
+            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names
+                      if (APP.parent / Path(*f"{target}.{alias.name}".split("."))).with_suffix(".py").exists()]
+    return [(line, name) for line, name in found if name == "app" or name.startswith("app.")]
+
+
+def tree_is_package(module: str) -> bool:
+    return (APP.parent / Path(*module.split(".")) / "__init__.py").exists()
+
+
+def _docstring_nodes(tree: ast.Module) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _receiver_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+@dataclass(frozen=True)
+class Site:
+    module: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line}: {self.what}"
+
+
+def sql_sites(modules: dict[str, ast.Module]) -> list[Site]:
+    """Every place outside app/store that touches SQL: calls, transactions, DB modules, SQL text."""
+    sites: list[Site] = []
+    for module, tree in modules.items():
+        if module == "app.store" or module.startswith("app.store."):
+            continue
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                attr = node.func.attr
+                if attr in SQL_CALLS:
+                    sites.append(Site(module, node.lineno, f".{attr}(…)"))
+                elif attr in DB_CONTEXTS and _receiver_name(node.func.value).endswith("db"):
+                    sites.append(Site(module, node.lineno, f"db.{attr}()"))
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                sites += [Site(module, node.lineno, f"import {n}") for n in names if n.split(".")[0] in DB_MODULES]
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                  and SQL_TEXT.match(node.value)):
+                sites.append(Site(module, node.lineno, f"SQL text {node.value.strip()[:40]!r}"))
+    return sites
+
+
+def upward_imports(modules: dict[str, ast.Module]) -> list[Site]:
+    bad: list[Site] = []
+    for module, tree in modules.items():
+        mine = _layer(module)
+        for line, target in _imports(tree, module):
+            theirs = _layer(target) if target in modules else _layer(target.rpartition(".")[0] or target)
+            if mine is None and theirs is not None:
+                bad.append(Site(module, line, f"foundation module imports {target} ({LINE[theirs]})"))
+            elif mine is not None and theirs is not None and theirs > mine:
+                bad.append(Site(module, line, f"{LINE[mine]} imports {target} ({LINE[theirs]}), up the line"))
+    return bad
+
+
+def test_no_sql_outside_the_store() -> None:
+    sites = sql_sites(_modules())
+    assert sites == [], "SQL outside app/store/ (add a named function to a store module):\n" + "\n".join(
+        map(str, sites))
+
+
+def test_imports_only_point_down_the_lifecycle_line() -> None:
+    bad = upward_imports(_modules())
+    assert bad == [], "imports pointing up the line " + " → ".join(LINE) + ":\n" + "\n".join(map(str, bad))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('rows = await db.fetchall("SELECT 1")', 2),   # the call and the SQL text
+    ("async with self.db.write() as conn:\n    pass", 1),
+    ("import aiosqlite", 1),
+    ('"""SELECT is discussed in a docstring."""', 0),
+    ('text = "select the session"', 0),          # lower-case prose is not SQL
+    ('sql = "UPDATE sessions SET x = 1"', 1),
+])
+def test_the_sql_detector_finds_what_it_should(source: str, expected: int) -> None:
+    assert len(sql_sites({"app.web.example": ast.parse(source)})) == expected
+
+
+def test_the_import_check_catches_an_upward_import() -> None:
+    tree = ast.parse("from app.web.app import create_app\nfrom app.store import sessions\n")
+    bad = upward_imports({"app.engine.example": tree})
+    assert [s.line for s in bad] == [1]
+    assert upward_imports({"app.clock": ast.parse("from app.stream.parser import parse_line")})
