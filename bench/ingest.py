@@ -4,7 +4,7 @@ Generates (or takes, with --file) a session of N lines with mixed sizes built fr
 real CLI lines, then, each in a fresh subprocess so peak RSS figures are independent:
 
 1. floor: read the file line by line and ``json.loads`` each line;
-2. ingest: ``app.ingest.ingest_path`` into a new SQLite file (hash pass + parse + store + finalize).
+2. ingest: ``app.engine.ingest.ingest_path`` into a new SQLite file (hash pass + parse + store + finalize).
 
 RSS is sampled every 20 ms during both; "flat" means the RSS at the end is not higher than at 10 %
 of the lines by more than a few MB (it must not grow with the number of lines).

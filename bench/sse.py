@@ -198,7 +198,7 @@ def write_fake(directory: Path, n: int, delay: float) -> tuple[Path, Path]:
         result_success,
         structured_output_ack,
     )
-    from tests.supervisor.helpers import healthy
+    from tests.helpers import healthy
 
     sid = "bench5ee-0000-4000-8000-000000000000"
     so = assistant_tool_use(sid, "StructuredOutput", healthy("bench run"))

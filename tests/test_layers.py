@@ -173,3 +173,30 @@ def test_the_import_check_catches_an_upward_import() -> None:
     bad = upward_imports({"app.engine.example": tree})
     assert [s.line for s in bad] == [1]
     assert upward_imports({"app.clock": ast.parse("from app.stream.parser import parse_line")})
+
+
+def logging_misuse(modules: dict[str, ast.Module]) -> list[Site]:
+    """Loggers other than ``logging.getLogger(__name__)``, and calls on the root logger."""
+    bad: list[Site] = []
+    for module, tree in modules.items():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "logging"):
+                continue
+            attr = node.func.attr
+            if attr == "getLogger" and not (len(node.args) == 1 and isinstance(node.args[0], ast.Name)
+                                            and node.args[0].id == "__name__"):
+                bad.append(Site(module, node.lineno, "a logger not named after its module"))
+            elif attr in {"debug", "info", "warning", "error", "exception", "critical", "log"}:
+                bad.append(Site(module, node.lineno, f"logging.{attr}() logs on the root logger"))
+    return bad
+
+
+def test_every_module_logs_under_its_own_name() -> None:
+    bad = logging_misuse(_modules())
+    assert bad == [], "use log = logging.getLogger(__name__):\n" + "\n".join(map(str, bad))
+
+
+def test_the_logging_check_catches_misuse() -> None:
+    tree = ast.parse('log = logging.getLogger("tierops")\nlogging.info("x")\nok = logging.getLogger(__name__)\n')
+    assert [s.line for s in logging_misuse({"app.web.example": tree})] == [1, 2]

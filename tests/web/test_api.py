@@ -2,7 +2,7 @@
 
 Every route: its happy path, its filters, its errors (always JSON ``{error, detail}``), and a
 handful of garbage inputs that must never produce a 500. Data comes from the real CLI captures
-(ingested with app.ingest) or from the fake CLI run by the real supervisor.
+(ingested with app.engine.ingest) or from the fake CLI run by the real supervisor.
 """
 
 from __future__ import annotations
