@@ -44,3 +44,40 @@ def test_json_line_stays_valid_json():
 def test_ordinary_lines_are_untouched():
     line = '{"type":"assistant","usage":{"input_tokens":19834,"max_tokens":64000},"text":"disk at 71%"}'
     assert Redactor()(line) is line
+
+
+def test_a_key_cut_short_never_swallows_the_json_after_it():
+    line = json.dumps({"a": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1", "n": 1,
+                       "b": "-----BEGIN EC PRIVATE KEY-----\nMIIEabc\n-----END EC PRIVATE KEY-----"})
+    data = json.loads(Redactor()(line))
+    assert data["n"] == 1 and "MIIE" not in data["a"] + data["b"]
+
+
+def test_a_token_at_the_start_of_an_escaped_line_is_masked():
+    # In a raw stream line a line break is the two characters "\n": no word boundary before "ghp_".
+    line = json.dumps({"content": "x\nghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi\npassword: hunter22x"})
+    out = Redactor()(line)
+    assert "ghp_R8s7" not in out and "hunter22x" not in out and json.loads(out)["content"].startswith("x\n")
+
+
+def test_log_records_are_redacted_message_args_and_traceback(caplog):
+    import logging
+
+    from app.redact import install_log_redaction
+
+    before = logging.getLogRecordFactory()
+    try:
+        install_log_redaction(Redactor(secrets=["env-secret-value-123"]))
+        install_log_redaction(Redactor(secrets=["env-secret-value-123"]))  # twice: replaced, not stacked
+        log = logging.getLogger("tests.redact")
+        with caplog.at_level(logging.INFO, logger="tests.redact"):
+            log.info("connecting with %s and %s", "ghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi", "env-secret-value-123")
+            try:
+                raise ValueError("bad password=hunter22x")
+            except ValueError:
+                log.exception("failed")
+        text = caplog.text
+        assert "ghp_R8s7" not in text and "env-secret-value-123" not in text and "hunter22x" not in text
+        assert text.count(MASK) >= 3 and "ValueError" in text
+    finally:
+        logging.setLogRecordFactory(before)

@@ -104,6 +104,9 @@ class SessionRecorder:
         self._bytes = 0
         self._session_id_stored = False
         self._clock = LineClock()
+        # Lines are redacted before they are parsed, so parsed values (structured output, events)
+        # carry no secret either; without an explicit redactor the database's own is used.
+        self._redact: Callable[[str], str] = self.options.redact or db.redact
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -126,15 +129,13 @@ class SessionRecorder:
     # -- streaming ---------------------------------------------------------------------------
 
     async def feed(self, line: bytes | str) -> ParsedLine | None:
-        redact = self.options.redact
-        if redact is not None:
-            if isinstance(line, bytes):
-                try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = line.decode("utf-8", "backslashreplace")
-                line = text
-            line = redact(line)  # secrets never reach the database (issue #4)
+        if isinstance(line, bytes):
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                text = line.decode("utf-8", "backslashreplace")
+            line = text
+        line = self._redact(line)  # secrets never reach the database (issues #4, #9)
         parsed = parse_line(line)
         if parsed is None:
             return None

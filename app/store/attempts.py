@@ -35,9 +35,9 @@ async def save_attempt(db: Database, session_pk: int, rec: AttemptRecord) -> Non
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (session_pk, rec.attempt, rec.kind, rec.result_subtype,
              None if rec.is_error is None else int(rec.is_error), int(rec.has_output),
-             dumps(rec.output) if rec.output is not None else None,
+             dumps(db.redact.deep(rec.output)) if rec.output is not None else None,
              None if rec.valid is None else int(rec.valid),
-             None if rec.errors is None else dumps(rec.errors), utcnow()))
+             None if rec.errors is None else dumps(db.redact.deep(rec.errors)), utcnow()))
 
 
 async def list_attempts(db: Database, session_pk: int, *, with_output: bool = False) -> list[AttemptRow]:

@@ -30,6 +30,7 @@ from typing import Any
 import aiosqlite
 
 from app.errors import StoreError
+from app.redact import Redactor
 from app.store.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,15 @@ async def _connect(path: str) -> aiosqlite.Connection:
 
 
 class Database:
-    def __init__(self, path: str | Path, readers: int = READERS) -> None:
+    """``redact`` masks secrets in every free text a store function writes (issue #9 §5): argv,
+    prompts, stderr, summaries, routed findings, memories, attempts. Stream lines are redacted by
+    the recorder before they are parsed (the parsed values must not hold secrets either). The
+    default knows the environment's secret-named variables and the common key shapes; the server
+    and the CLI replace it with one that also knows the dashboard token."""
+
+    def __init__(self, path: str | Path, readers: int = READERS, redact: Redactor | None = None) -> None:
         self.path = str(path)
+        self.redact: Redactor = redact if redact is not None else Redactor.from_environment()
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
@@ -63,8 +71,8 @@ class Database:
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str | Path, readers: int = READERS) -> Database:
-        db = cls(path, readers)
+    async def open(cls, path: str | Path, readers: int = READERS, redact: Redactor | None = None) -> Database:
+        db = cls(path, readers, redact)
         try:
             if db.path != ":memory:":
                 Path(db.path).parent.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,26 @@ from typing import cast
 import aiosqlite
 
 from app.output.route import Routed
+from app.redact import Redactor
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
 EVENT_COLUMNS = ("e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_level, e.service, e.message,"
                  " e.source, e.created_at")
+
+
+def redact_routed(routed: Routed, redact: Redactor) -> Routed:
+    """A copy of ``routed`` with every text redacted (handoff.json and operator input are not
+    stream lines: nothing redacted them before). A learned memory is never a secret to re-inject."""
+    return Routed(
+        source=routed.source,
+        summary=redact(routed.summary) if routed.summary else routed.summary,
+        events=[(lvl, orig, redact.deep(svc), redact(msg)) for lvl, orig, svc, msg in routed.events],
+        memories=[(redact.deep(svc), redact(cat), redact(val)) for svc, cat, val in routed.memories],
+        checks=[(redact(n), s, redact.deep(d)) for n, s, d in routed.checks],
+        cooldowns=[(a, redact(s), o, redact(n)) for a, s, o, n in routed.cooldowns],
+        escalation=redact.deep(routed.escalation),
+    )
 
 
 async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Routed, now: str,

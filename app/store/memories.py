@@ -36,7 +36,8 @@ async def create_memory(db: Database, *, category: str, value: str, service: str
             cur = await conn.execute(
                 "INSERT INTO memories (service, category, value, confidence, active, created_at, updated_at)"  # noqa: S608 (a constant column list)
                 " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING " + COLUMNS,
-                (service or None, category, " ".join(value.split()), confidence, int(active), now, now))
+                (db.redact(service) if service else None, db.redact(category), db.redact(" ".join(value.split())),
+                 confidence, int(active), now, now))
             row = await cur.fetchone()
     except sqlite3.IntegrityError:
         raise MemoryConflict(_CONFLICT) from None
@@ -50,9 +51,11 @@ async def update_memory(db: Database, pk: int, changes: dict[str, Any]) -> Memor
     stored, or None when there is no memory ``pk``."""
     fields = {k: v for k, v in changes.items() if k in EDITABLE}
     if "value" in fields:
-        fields["value"] = " ".join(str(fields["value"]).split())
+        fields["value"] = db.redact(" ".join(str(fields["value"]).split()))
+    if "category" in fields:
+        fields["category"] = db.redact(str(fields["category"]))
     if "service" in fields:
-        fields["service"] = fields["service"] or None
+        fields["service"] = db.redact(fields["service"]) if fields["service"] else None
     if "active" in fields:
         fields["active"] = int(bool(fields["active"]))
     if not fields:

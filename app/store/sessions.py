@@ -14,8 +14,9 @@ from typing import Any, cast
 
 from app.clock import utcnow
 from app.output.route import Routed
+from app.redact import Redactor
 from app.store.db import Database
-from app.store.findings import write_routed
+from app.store.findings import redact_routed, write_routed
 from app.store.rows import SessionListRow, SessionRow, decode, decode_all, dumps, where
 from app.vocab import SessionStatus, Trigger
 
@@ -86,8 +87,8 @@ _KEEP_IF_NULL = ("exit_code", "stderr_tail")
 _FILL_IF_NULL = ("cli_model", "cwd")
 
 
-def _summary_values(summary: SessionSummary) -> dict[str, Any]:
-    values = asdict(summary)
+def _summary_values(summary: SessionSummary, redact: Redactor) -> dict[str, Any]:
+    values = {k: redact.deep(v) for k, v in asdict(summary).items()}
     for name in _JSON_FIELDS:
         if values[name] is not None:
             values[name] = dumps(values[name])
@@ -108,7 +109,7 @@ async def create_session(db: Database, *, tier: int | None = None, model: str | 
             """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
                                      parent_session_id, stream_sha256)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            (tier, model, prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
+            (tier, model, db.redact(prompt) if prompt else prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
              stream_sha256),
         )
         return cast(int, cur.lastrowid)
@@ -118,7 +119,7 @@ async def set_launch(db: Database, pk: int, *, cwd: str, chain_id: int, argv: li
     """How the supervisor launched the session: its folder, chain, command line and system prompt."""
     async with db.write() as conn:
         await conn.execute("UPDATE sessions SET cwd = ?, chain_id = ?, argv = ?, system_prompt = ? WHERE id = ?",
-                           (cwd, chain_id, dumps(argv), system_prompt, pk))
+                           (cwd, chain_id, dumps(db.redact.deep(argv)), db.redact(system_prompt), pk))
 
 
 async def set_stream_sha256(db: Database, pk: int, sha256: str) -> None:
@@ -129,12 +130,13 @@ async def set_stream_sha256(db: Database, pk: int, sha256: str) -> None:
 async def finish_session(db: Database, pk: int, summary: SessionSummary, routed: Routed, *,
                          initial_confidence: float, reinforce: float) -> None:
     """Route the findings and write the summary, in one transaction: a session is never half-final."""
-    values = _summary_values(summary)
+    values = _summary_values(summary, db.redact)
     sets = ", ".join(
         f"{k} = ifnull(?, {k})" if k in _KEEP_IF_NULL else f"{k} = ifnull({k}, ?)" if k in _FILL_IF_NULL
         else f"{k} = ?" for k in values)
     async with db.write() as conn:
-        await write_routed(conn, pk, routed, summary.ended_at, initial_confidence, reinforce)
+        await write_routed(conn, pk, redact_routed(routed, db.redact), summary.ended_at, initial_confidence,
+                           reinforce)
         await conn.execute(f"UPDATE sessions SET {sets} WHERE id = ?", (*values.values(), pk))  # noqa: S608 (column names are this module's)
 
 
