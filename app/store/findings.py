@@ -25,14 +25,15 @@ EVENT_COLUMNS = ("e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_
 def redact_routed(routed: Routed, redact: Redactor) -> Routed:
     """A copy of ``routed`` with every text redacted (handoff.json and operator input are not
     stream lines: nothing redacted them before). A learned memory is never a secret to re-inject."""
+    deep = redact.deep  # every field may be None (a cooldown without a service, a check without detail)
     return Routed(
         source=routed.source,
-        summary=redact(routed.summary) if routed.summary else routed.summary,
-        events=[(lvl, orig, redact.deep(svc), redact(msg)) for lvl, orig, svc, msg in routed.events],
-        memories=[(redact.deep(svc), redact(cat), redact(val)) for svc, cat, val in routed.memories],
-        checks=[(redact(n), s, redact.deep(d)) for n, s, d in routed.checks],
-        cooldowns=[(a, redact(s), o, redact(n)) for a, s, o, n in routed.cooldowns],
-        escalation=redact.deep(routed.escalation),
+        summary=deep(routed.summary),
+        events=[(lvl, orig, deep(svc), deep(msg)) for lvl, orig, svc, msg in routed.events],
+        memories=[(deep(svc), deep(cat), deep(val)) for svc, cat, val in routed.memories],
+        checks=[(deep(n), s, deep(d)) for n, s, d in routed.checks],
+        cooldowns=[(a, deep(s), o, deep(n)) for a, s, o, n in routed.cooldowns],
+        escalation=deep(routed.escalation),
     )
 
 
