@@ -1,8 +1,10 @@
 """The ``tierops`` command line.
 
 Every command opens the store (migrations first), does one thing and closes it. Errors that are
-the operator's to fix (missing file, bad schema, unreadable database) print one line starting
-with ``tierops: error:`` and exit 2; nothing already stored is touched by a failed command.
+the operator's to fix (a bad flag, an invalid ``TIEROPS_*`` setting, a missing or non-stream-json
+file, a bad schema, an unreadable database, a full disk) print one line starting with
+``tierops: error:`` and exit 2, never a traceback; nothing already stored is touched by a failed
+command.
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from app.config import Settings
-from app.engine.ingest import ingest_path, spool_stdin
+from app.engine.ingest import describe_storage_error, ingest_path, spool_stdin
 from app.engine.report import SessionReport
 from app.errors import InputError, TierOpsError
 from app.output.validate import OutputValidator, SchemaLoadError
+from app.redact import Redactor, install_log_redaction
 from app.store import findings
 from app.store import memories as memory_store
 from app.store import sessions as session_store
-from app.store.db import Database
+from app.store.db import Database, is_transient
 from app.store.rows import ChainLink, EventRow, MemoryRow, SessionListRow
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 
@@ -38,13 +43,33 @@ class CommandError(InputError):
     """An operator-facing error: printed as one line, exit code 2."""
 
 
-def _fail(message: str) -> None:
-    click.echo(f"tierops: error: {message}", err=True)
+def _fail(message: str) -> NoReturn:
+    click.echo(f"tierops: error: {' '.join(message.splitlines())}", err=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
+def settings_problems(exc: ValidationError) -> str:
+    """Each invalid setting under its environment name: ``TIEROPS_TIER1_TIMEOUT: … (got 'abc')``."""
+    problems = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        name = f"TIEROPS_{field.upper()}" if field else "settings"
+        message = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
+        if isinstance(value, str) and "token" not in field:  # never echo a secret
+            shown = value if len(value) <= 60 else value[:57] + "..."
+            message += f" (got {shown!r})"
+        problems.append(f"{name}: {message}")
+    return "; ".join(problems)
+
+
 def _settings(db: str | None) -> Settings:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        _fail(settings_problems(exc))
+    except SettingsError as exc:
+        _fail(f"settings: {exc}")
     if db:
         settings.db = Path(db)
     return settings
@@ -70,6 +95,10 @@ def _run(fn: Callable[[], Awaitable[Any]], *, stoppable: bool = False) -> Any:
         return asyncio.run(main())
     except TierOpsError as exc:
         _fail(str(exc))
+    except Exception as exc:
+        if not is_transient(exc):  # a bug: its traceback is the useful output
+            raise
+        _fail(f"storage error: {describe_storage_error(exc)}")  # disk full, I/O error, locked
     except (asyncio.CancelledError, KeyboardInterrupt):
         click.echo("stopped", err=True)
         sys.exit(EXIT_STOPPED)
@@ -83,10 +112,32 @@ db_option = click.option("--db", "db", metavar="PATH", help="SQLite file (defaul
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """click's usage errors (a bad flag or value) as one ``tierops: error:`` line and exit 2, like
+    every other error, instead of click's usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        kwargs.setdefault("prog_name", "tierops")  # also under python -m app.cli
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _fail(exc.format_message() + hint)
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tierops")
 def main() -> None:
     """TierOps: tiered Claude Code health checks — ingest, store, route, escalate."""
+    # Nothing secret in any log line (issue #9 §5), whichever command logs.
+    install_log_redaction(Redactor.from_environment())
 
 
 @main.command()
@@ -108,7 +159,8 @@ def ingest(file: str, db: str | None, schema: str | None, tier: int | None, as_j
 
     async def go() -> tuple[SessionReport, bool]:
         async with await Database.open(settings.db) as store:
-            return await ingest_path(store, path, validator, settings, tier=tier)
+            return await ingest_path(store, path, validator, settings, tier=tier,
+                                     shown="stdin" if spooled is not None else None)
 
     try:
         report, stored_now = _run(go)
@@ -127,7 +179,6 @@ def _load_validator(path: str | Path) -> OutputValidator:
         return OutputValidator.from_file(path)
     except SchemaLoadError as exc:
         _fail(str(exc))
-        raise  # unreachable
 
 
 def format_report(r: SessionReport) -> str:
@@ -346,6 +397,7 @@ def serve(db: str | None, host: str, port: int) -> None:
         serve_app(settings, host, port)
     except TierOpsError as exc:
         _fail(str(exc))
+
 
 
 if __name__ == "__main__":  # pragma: no cover

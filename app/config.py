@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     )
     interval: int = Field(3600, ge=10, description="Seconds between scheduled cycles (first cycle at start).")
     cron: str = Field("", description="Cron expression for cycles instead of TIEROPS_INTERVAL, e.g. '*/30 * * * *'.")
+    storage_retry_limit: float = Field(
+        180.0, ge=0,
+        description="Seconds a session keeps retrying failed database writes (locked, disk full, I/O error) while it "
+        "buffers its lines; past this it ends failed with 'storage error' and its CLI is killed.",
+    )
     output_max_retries: int = Field(
         2, ge=0, le=10,
         description="Resumes of the same session asking again for valid structured output before falling back "

@@ -21,6 +21,11 @@ class StoreError(TierOpsError):
     """The database could not be opened, migrated or written. The message names the file."""
 
 
+class StorageUnavailable(StoreError):
+    """Writes kept failing (locked by another process, disk full, I/O error) past the retry limit
+    (``TIEROPS_STORAGE_RETRY_LIMIT``). The message starts with "storage error:" and names the cause."""
+
+
 class InputError(TierOpsError):
     """Input given to a command (a stream file, a flag) is unusable."""
 

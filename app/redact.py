@@ -77,6 +77,8 @@ _RULES: list[tuple[tuple[str, ...], str]] = [
 # "\nghp_…" does not match (both are word characters).
 _BOUNDARY = r"(?:(?<=\\[nrt])|\b)"
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
 # JSON escapes of printable ASCII (\u002d for "-", \/ for "/"): a secret written that way (a JS
 # client, a JSON-encoded config) is matched on the decoded text. " and \ stay escaped.
 _ASCII_ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])|\\/")
@@ -119,6 +121,8 @@ class Redactor:
         return out
 
     def _redact(self, text: str) -> str:
+        if not text.isascii():
+            text = _LONE_SURROGATE.sub("\ufffd", text)  # RE2 (UTF-8) refuses a lone surrogate (issue #9 §1)
         if not self._prefilter.search(text):
             return text
         for hints, regex in self._rules:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +106,140 @@ def test_unusable_database_is_exit_2(tmp_path):
     bad.write_bytes(b"not a database" * 200)
     out = run("sessions", db=bad)
     assert out.returncode == 2 and "cannot open database" in out.stderr.decode()
+
+
+# --- issue #9 §6: bad input anywhere is one `tierops: error:` line, exit 2, no traceback -------
+
+def one_error_line(out: subprocess.CompletedProcess, *expected: str) -> str:
+    err = out.stderr.decode()
+    assert out.returncode == 2, (out.returncode, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("tierops: error: "), err
+    for text in expected:
+        assert text in err, (text, err)
+    return err
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("TIEROPS_TIER1_TIMEOUT", "abc", "TIEROPS_TIER1_TIMEOUT: Input should be a valid integer"),
+    ("TIEROPS_TIER2_MAX_TURNS", "0", "TIEROPS_TIER2_MAX_TURNS: Input should be greater than or equal to 1"),
+    ("TIEROPS_CRON", "every day", "TIEROPS_CRON: not a valid cron expression"),
+    ("TIEROPS_SCHEDULE", "perhaps", "TIEROPS_SCHEDULE: Input should be a valid boolean"),
+])
+def test_an_invalid_setting_is_named_by_its_environment_variable(tmp_path, name, value, message):
+    out = run("sessions", db=tmp_path / "t.db", env={name: value})
+    err = one_error_line(out, message)
+    assert repr(value) in err  # what was given
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_an_invalid_token_setting_is_not_echoed(tmp_path):
+    out = run("sessions", db=tmp_path / "t.db", env={"TIEROPS_TOKEN_FILE": "", "TIEROPS_TIER1_TIMEOUT": "x",
+                                                     "TIEROPS_TOKEN": "s3cret-token-value"})
+    assert "s3cret" not in one_error_line(out, "TIEROPS_TIER1_TIMEOUT")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["ingest", "{fixture}", "--tier", "99"], "Invalid value for '--tier'"),
+    (["ingest", "{fixture}", "--tier", "x"], "Invalid value for '--tier'"),
+    (["ingest"], "Missing argument 'FILE.jsonl'"),
+    (["sessions", "--limit", "0"], "Invalid value for '--limit'"),
+    (["sessions", "--status", "bogus"], "Invalid value for '--status'"),
+    (["sessions", "--colour"], "No such option '--colour'"),
+    (["events", "--session", "one"], "Invalid value for '--session'"),
+    (["serve", "--port", "70000"], "Invalid value for '--port'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_a_bad_flag_is_one_error_line(tmp_path, args, message):
+    argv = [a.format(fixture=fixture_stream("c_structured")) for a in args]
+    err = one_error_line(run(*argv), message)
+    if argv[0] != "frobnicate":
+        assert f"tierops {argv[0]} --help" in err
+
+
+def test_help_and_version_still_exit_0():
+    assert run("--help").returncode == 0 and b"ingest" in run("--help").stdout
+    assert run("ingest", "--help").returncode == 0
+    out = run("--version")
+    assert out.returncode == 0 and b"version" in out.stdout
+
+
+NOT_STREAMS = {
+    "image.png": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 40, "not a Claude Code stream-json file"),
+    "notes.txt": (b"The servers looked fine today.\nnginx: ok\n", "not a Claude Code stream-json file"),
+    "empty.jsonl": (b"", "is empty"),
+    "blank.jsonl": (b"\n  \n\r\n", "is empty"),
+    "numbers.json": (b"[1, 2, 3]\n", "not a Claude Code stream-json file"),
+    "untyped.jsonl": (b'{"summary": "ok"}\n{"events": []}\n', "not a Claude Code stream-json file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_STREAMS))
+def test_a_file_that_is_not_stream_json_is_refused_and_nothing_is_stored(tmp_path, name):
+    data, message = NOT_STREAMS[name]
+    path = tmp_path / name
+    path.write_bytes(data)
+    db = tmp_path / "t.db"
+    one_error_line(run("ingest", str(path), db=db), message, str(path))
+    one_error_line(run("ingest", "-", db=db, stdin=data), message, "stdin")
+    assert json.loads(run("sessions", "--json", db=db).stdout) == []
+
+
+def test_a_stream_with_garbage_lines_is_still_ingested(tmp_path):
+    lines = fixture_stream("c_structured").read_bytes().splitlines()
+    path = tmp_path / "noisy.jsonl"
+    path.write_bytes(b"\n".join([b"warning: something odd", b"\x89PNG\x00", lines[0], b"[1, 2]", *lines[1:]]) + b"\n")
+    out = run("ingest", str(path), "--json", db=tmp_path / "t.db")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["activity_count"] == len(lines) + 3 and report["status"] == "completed"
+
+
+# A full disk: faults injected at the store's boundary (in process, so the store can be patched).
+
+def _cli(monkeypatch, tmp_path, *args: str):
+    from click.testing import CliRunner
+
+    from app.cli import main
+
+    for name in [n for n in os.environ if n.startswith("TIEROPS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TIEROPS_STORAGE_RETRY_LIMIT", "0.3")  # retried writes give up quickly here
+    return CliRunner().invoke(main, [*args, "--db", str(tmp_path / "t.db")])
+
+
+def _disk_full(*_args, **_kwargs):
+    raise sqlite3.OperationalError("database or disk is full")
+
+
+def _enospc(*_args, **_kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("target", ["app.store.sessions.create_session", "app.store.activity.append_lines",
+                                    "app.store.sessions.set_stream_sha256", "app.store.sessions.finish_session"])
+@pytest.mark.parametrize("fault", [_disk_full, _enospc], ids=["sqlite-full", "enospc"])
+def test_a_full_disk_during_ingest_is_one_error_line(monkeypatch, tmp_path, target, fault):
+    monkeypatch.setattr(target, fault)
+    result = _cli(monkeypatch, tmp_path, "ingest", str(fixture_stream("c_structured")))
+    assert result.exit_code == 2, (result.output, result.exception)
+    err = result.stderr.strip()
+    assert err.startswith("tierops: error: ") and len(err.splitlines()) == 1, err
+    assert "disk is full" in err or "No space left on device" in err, err
+    assert "Traceback" not in result.output
+
+
+def test_a_port_in_use_is_one_error_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = run("serve", "--port", str(port), db=tmp_path / "t.db", env={"TIEROPS_SCHEDULE": "false"})
+    one_error_line(out, f"cannot listen on 127.0.0.1 port {port}")
+
+
+def test_an_unknown_host_is_one_error_line(tmp_path):
+    out = run("serve", "--host", "no-such-host.invalid", db=tmp_path / "t.db",
+              env={"TIEROPS_SCHEDULE": "false", "TIEROPS_TOKEN": "t" * 32})
+    one_error_line(out, "--host 'no-such-host.invalid'")

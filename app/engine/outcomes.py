@@ -2,6 +2,11 @@
 
 Pure functions over parsed result lines and validation results: no I/O, so the rules that
 decide what a session *was* can be tested without a database.
+
+Everything decided here is stored, so it must be storable whatever the stream held (issue #9 §1):
+the output (a result's ``structured_output`` or a StructuredOutput tool input) goes through
+``parser.json_safe`` before it is validated and kept, and each total is a finite number within
+SQLite's 64 bits (None otherwise).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from app.output.outcome import RunStatus, decide_status
 from app.output.validate import OutputValidator, ValidationIssue, ValidationResult
 from app.store.attempts import AttemptRecord
 from app.store.sessions import SessionSummary
-from app.stream.parser import ResultLine
+from app.stream.parser import ResultLine, clean_text, finite, json_safe
 from app.vocab import SessionStatus
 
 NO_OUTPUT = ("no structured_output in the result: the model never called the StructuredOutput tool"
@@ -67,12 +72,12 @@ def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | Non
     validation: ValidationResult | None = None
     has_output = result is not None and result.has_structured_output
     if result is not None and has_output:
-        output = result.structured_output
+        output = result.structured_output  # json_safe already
         validation = validator.validate(output)
     elif rec.structured_calls and run.status == SessionStatus.FAILED:
         # error_max_structured_output_retries: keep the model's last rejected output and
         # TierOps' own verdict on it, so operators see what was wrong.
-        output = rec.structured_calls[-1]
+        output = json_safe(rec.structured_calls[-1])
         validation = validator.validate(output)
     elif run.status == SessionStatus.COMPLETED:
         validation = ValidationResult(False, [ValidationIssue("$", NO_OUTPUT)])
@@ -92,6 +97,7 @@ def totals(outcomes: list[AttemptOutcome]) -> dict[str, Any]:
     """Sum per-attempt figures. Within one process the last result line already accumulates
     (reference §4.4, stream-json input mode), so only each attempt's last result is counted."""
     sums: dict[str, Any] = dict.fromkeys(_TOTAL_KEYS)
+    overflowed: set[str] = set()
     for o in outcomes:
         r = o.result
         if r is None:
@@ -104,8 +110,12 @@ def totals(outcomes: list[AttemptOutcome]) -> dict[str, Any]:
             "cache_creation_tokens": usage.get("cache_creation_input_tokens"), "num_turns": r.num_turns,
         }
         for k, v in figures.items():
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                sums[k] = (sums[k] or 0) + v
+            num = finite(v)
+            if num is not None and k not in overflowed:
+                # A sum beyond 64 bits (or a float sum reaching inf) is no figure: NULL, for good.
+                sums[k] = finite((sums[k] or 0) + num)
+                if sums[k] is None:
+                    overflowed.add(k)
     return sums
 
 
@@ -151,5 +161,27 @@ def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: st
         structured_output=accepted.output if accepted else None,
         invalid_output=shown.output if (shown.output is not None and accepted is None) else None,
         attempts=len(outcomes), handoff_raw=facts.handoff_raw, notes=facts.notes,
-        stderr_tail=facts.stderr_tail, line_count=facts.line_count, cli_model=facts.cli_model, cwd=facts.cwd,
+        stderr_tail=facts.stderr_tail, line_count=facts.line_count, cli_model=_text_or_none(facts.cli_model),
+        cwd=_text_or_none(facts.cwd),
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    """A fact read from the stream (``system/init``'s model, cwd) as storable text: any other
+    JSON value there is None."""
+    return clean_text(value) if isinstance(value, str) else None
+
+
+def bare_summary(facts: SessionFacts, status: str, reason: str | None) -> SessionSummary:
+    """A final row for a session whose attempts could not even be decided (an internal error
+    before the first attempt was recorded): the status and reason, nothing else made up."""
+    return SessionSummary(
+        status=status, status_reason=reason, degraded=False, exit_code=facts.exit_code, ended_at=utcnow(),
+        duration_ms=None, duration_api_ms=None, cost_usd=None, input_tokens=None, output_tokens=None,
+        cache_read_tokens=None, cache_creation_tokens=None, num_turns=None, result_subtype=None, is_error=None,
+        api_error_status=None, stop_reason=None, terminal_reason=None, result_text=None, result_errors=None,
+        permission_denials=None, model_usage=None, validation_valid=None, validation_errors=None,
+        structured_output=None, invalid_output=None, attempts=0, handoff_raw=facts.handoff_raw, notes=facts.notes,
+        stderr_tail=facts.stderr_tail, line_count=facts.line_count, cli_model=_text_or_none(facts.cli_model),
+        cwd=_text_or_none(facts.cwd),
     )

@@ -25,7 +25,9 @@ Deliberate choices:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,23 +38,24 @@ from app.engine.outcomes import (
     Recording,
     SessionFacts,
     accepted_outcome,
+    bare_summary,
     decide_attempt,
     summarize,
 )
 from app.engine.report import SessionReport, build_report
-from app.output.contract import AgentResponse
+from app.errors import StorageUnavailable
 from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
-from app.output.route import Routed, from_fallback, from_structured
+from app.output.route import Routed, from_fallback, from_output
 from app.output.validate import OutputValidator
 from app.redact import redactor_for
 from app.store import activity, attempts, sessions
 from app.store.activity import LineTuple
-from app.store.db import Database
+from app.store.db import Database, is_transient
 from app.store.rows import ActivityRow
 from app.store.sessions import SessionIdentity
 from app.stream.parser import ArrayLine, AssistantLine, ParsedLine, ResultLine, SystemLine, parse_line
-from app.vocab import AttemptKind, Trigger
+from app.vocab import AttemptKind, SessionStatus, Trigger
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -61,6 +64,12 @@ log = logging.getLogger(__name__)
 
 FLUSH_ROWS = 500
 FLUSH_BYTES = 8 * 1024 * 1024
+# While storage fails, lines stay buffered up to this many bytes and the stream goes on being
+# read; past it, feed() waits for storage (the child then blocks on its full pipe): memory stays
+# bounded and nothing is dropped (issue #9 §2).
+BUFFER_LIMIT = 64 * 1024 * 1024
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 5.0
 
 # Called after each committed batch with (session_pk, rows).
 Publisher = Callable[[int, list[ActivityRow]], Awaitable[None] | None]
@@ -75,11 +84,14 @@ class RecorderOptions:
     reinforce: float = 0.3
     publish: Publisher | None = None
     redact: Callable[[str], str] | None = None
+    storage_retry_limit: float = 180.0  # seconds of failing writes before StorageUnavailable
+    buffer_limit: int = BUFFER_LIMIT
 
     @classmethod
     def from_settings(cls, settings: Settings, publish: Publisher | None = None) -> RecorderOptions:
         return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
-                   reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings))
+                   reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings),
+                   storage_retry_limit=settings.storage_retry_limit)
 
 
 class SessionRecorder:
@@ -104,6 +116,9 @@ class SessionRecorder:
         self._bytes = 0
         self._session_id_stored = False
         self._clock = LineClock()
+        self._failing_since: float | None = None  # monotonic time of the first failed write in a row
+        self._retry_at = 0.0
+        self._backoff = BACKOFF_FIRST
         # Lines are redacted before they are parsed, so parsed values (structured output, events)
         # carry no secret either; without an explicit redactor the database's own is used.
         self._redact: Callable[[str], str] = self.options.redact or db.redact
@@ -145,7 +160,7 @@ class SessionRecorder:
         self._rows.append((self.session_pk, self.seq, self.attempt, self._clock.now(), parsed.type,
                            parsed.subtype, parsed.display(), parsed.raw))
         self._bytes += len(parsed.raw)
-        if len(self._rows) >= FLUSH_ROWS or self._bytes >= FLUSH_BYTES:
+        if len(self._rows) >= FLUSH_ROWS or self._bytes >= min(FLUSH_BYTES, self.options.buffer_limit):
             # Writing a batch in the background while parsing the next was tried and measured no
             # gain: sqlite3 needs the GIL to bind every row, so the two do not overlap.
             await self.flush()
@@ -171,38 +186,98 @@ class SessionRecorder:
         elif isinstance(parsed, SystemLine):
             sub = parsed.subtype
             if sub == "init":
-                self.cli_model = parsed.data.get("model") or self.cli_model
-                self.cli_version = parsed.data.get("claude_code_version") or self.cli_version
-                if isinstance(parsed.data.get("cwd"), str):
-                    self.cwd = self.cwd or parsed.data["cwd"]
+                self.cli_model = parsed.model or self.cli_model
+                self.cli_version = parsed.cli_version or self.cli_version
+                self.cwd = self.cwd or parsed.cwd
             elif sub == "api_retry":
                 self.current.last_retry = parsed.data
 
-    async def flush(self) -> None:
-        """Write every buffered line now and wait until it is committed (and published)."""
-        identity = None
-        if self.session_id and not self._session_id_stored:
-            identity = SessionIdentity(self.session_id, self.cli_model, self.cli_version, self.cwd)
-        if not self._rows and identity is None:
-            return
-        rows, self._rows, self._bytes = self._rows, [], 0
-        await activity.append_lines(self.db, self.session_pk, rows, line_count=self.line_count, identity=identity)
-        if identity is not None:
-            self._session_id_stored = True
+    async def flush(self, *, wait: bool = False) -> None:
+        """Write every buffered line and wait until it is committed (and published).
+
+        When storage fails with a fault that may pass (:func:`app.store.db.is_transient`), the lines
+        stay buffered, in order, and the write is retried with backoff on later flushes; the caller
+        goes on reading. Past the buffer limit, or with ``wait``, this waits for storage instead.
+        Raises :class:`StorageUnavailable` once writes have failed for ``storage_retry_limit`` s."""
+        while True:
+            identity = None
+            if self.session_id and not self._session_id_stored:
+                identity = SessionIdentity(self.session_id, self.cli_model, self.cli_version, self.cwd)
+            if not self._rows and identity is None:
+                return
+            must_wait = wait or self._bytes >= self.options.buffer_limit
+            if self._failing_since is not None and time.monotonic() < self._retry_at:
+                if not must_wait:
+                    return  # backing off: keep buffering, keep reading
+                await asyncio.sleep(self._retry_at - time.monotonic())
+            rows = self._rows
+            try:
+                await activity.append_lines(self.db, self.session_pk, rows, line_count=self.line_count,
+                                            identity=identity)
+            except Exception as exc:
+                self._write_failed(exc, f"{len(rows)} line(s) buffered")
+                if must_wait:
+                    continue
+                return
+            self._rows, self._bytes = [], 0
+            self._write_succeeded()
+            if identity is not None:
+                self._session_id_stored = True
+            break
         publish = self.options.publish
         if publish is not None and rows:
             published = publish(self.session_pk, [activity.as_row(r) for r in rows])
             if published is not None:
                 await published
 
+    # -- storage faults (issue #9 §2) ----------------------------------------------------------
+
+    def _write_failed(self, exc: Exception, what: str) -> None:
+        """Note a failed write; re-raise a bug, or give up past the retry limit."""
+        if not is_transient(exc):
+            raise exc
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            log.warning("session %d: storage write failed (%s); retrying with backoff, %s",
+                        self.session_pk, exc, what)
+        elif now - self._failing_since >= self.options.storage_retry_limit:
+            log.error("session %d: storage still failing after %.0f s (%s); giving up", self.session_pk,
+                      now - self._failing_since, exc)
+            raise StorageUnavailable(f"storage error: {exc} (writes failed for "
+                                     f"{now - self._failing_since:.0f} s; TIEROPS_STORAGE_RETRY_LIMIT)") from exc
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _write_succeeded(self) -> None:
+        if self._failing_since is not None:
+            log.warning("session %d: storage is back after %.1f s; every buffered line is stored",
+                        self.session_pk, time.monotonic() - self._failing_since)
+        self._failing_since = None
+        self._backoff = BACKOFF_FIRST
+
+    async def _stored(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run one store write, retrying transient faults with backoff up to the retry limit."""
+        while True:
+            try:
+                await write()
+            except Exception as exc:
+                self._write_failed(exc, what)
+                await asyncio.sleep(max(0.0, self._retry_at - time.monotonic()))
+                continue
+            self._write_succeeded()
+            return
+
     # -- outcome -----------------------------------------------------------------------------
 
     async def end_attempt(self, exit_code: int | None = None) -> AttemptOutcome:
         """Decide this attempt's status, validate its output, store the attempt. Routes nothing."""
-        await self.flush()
+        await self.flush(wait=True)
         outcome = decide_attempt(self.attempt, self.attempt_kind, self.current, exit_code, self.validator)
         self.outcomes.append(outcome)
-        await attempts.save_attempt(self.db, self.session_pk, outcome.record())
+        record = outcome.record()
+        await self._stored(lambda: attempts.save_attempt(self.db, self.session_pk, record),
+                           f"attempt {outcome.attempt}")
         return outcome
 
     async def finalize(self, *, status: str | None = None, reason: str | None = None,
@@ -210,16 +285,44 @@ class SessionRecorder:
         """Route the findings and close the session, all in one transaction. Returns the report.
 
         ``status``/``reason`` override the decided status (the supervisor's ``interrupted``).
+        Never raises for a bug in deciding or routing (issue #9 §2): the session then ends
+        ``failed`` with "internal error: <type>: <message>", the traceback is logged, and the
+        legacy markers are still routed. Only cancellation and :class:`StorageUnavailable` (nothing
+        can be recorded; the next sweep marks the row) propagate.
         """
-        await self.flush()
+        try:
+            return await self._finalize(status, reason, exit_code, stderr_tail)
+        except (asyncio.CancelledError, StorageUnavailable):
+            raise
+        except Exception as exc:
+            log.exception("session %d: internal error while finalizing", self.session_pk)
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            return await self._finalize(SessionStatus.FAILED, why, exit_code, stderr_tail, safe=True)
+
+    async def _finalize(self, status: str | None, reason: str | None, exit_code: int | None,
+                        stderr_tail: str | None, *, safe: bool = False) -> SessionReport:
+        await self.flush(wait=True)
         if not self.outcomes:
-            await self.end_attempt(exit_code)
-        accepted = accepted_outcome(self.outcomes)
-        notes: list[str] = []
+            try:
+                await self.end_attempt(exit_code)
+            except (asyncio.CancelledError, StorageUnavailable):
+                raise
+            except Exception:
+                if not safe:
+                    raise
+        accepted = None if safe else accepted_outcome(self.outcomes)
+        notes: list[str] = [reason] if safe and reason else []
         routed: Routed
         handoff_raw: str | None = None
         if accepted is not None:
-            routed = from_structured(AgentResponse.model_validate(accepted.output))
+            routed, unused = from_output(accepted.output)
+            notes.extend(unused)
+        elif safe:
+            try:  # what can still be routed without the output
+                routed = from_fallback(self.markers, None)
+            except Exception:
+                log.exception("session %d: the markers could not be routed either", self.session_pk)
+                routed = Routed(source="none")
         else:
             handoff, problem = read_handoff(self.options.handoff_path, self.cwd)
             if problem:
@@ -228,10 +331,11 @@ class SessionRecorder:
             handoff_raw = handoff.raw if handoff else None
         facts = SessionFacts(line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
                              handoff_raw=handoff_raw, notes=notes, exit_code=exit_code, stderr_tail=stderr_tail)
-        summary = summarize(self.outcomes, facts, status=status, reason=reason)
-        await sessions.finish_session(self.db, self.session_pk, summary, routed,
-                                      initial_confidence=self.options.initial_confidence,
-                                      reinforce=self.options.reinforce)
+        summary = (summarize(self.outcomes, facts, status=status, reason=reason) if self.outcomes
+                   else bare_summary(facts, status or SessionStatus.FAILED, reason))
+        await self._stored(lambda: sessions.finish_session(
+            self.db, self.session_pk, summary, routed, initial_confidence=self.options.initial_confidence,
+            reinforce=self.options.reinforce), "the session's final write")
         log.info("session %d finished: %s%s (source %s, %d lines, %d attempt(s))", self.session_pk,
                  summary.status, f" — {summary.status_reason}" if summary.status_reason else "", routed.source,
                  self.line_count, summary.attempts)

@@ -1,14 +1,16 @@
 """The session report: what is stored for one session, as ``tierops ingest`` prints it (and its
 ``--json`` output). Read back from the store after the final write, so it shows what is really
-there, not what the recorder meant to write."""
+there, not what the recorder meant to write. It passes through ``parser.json_safe`` last, so it is
+valid JSON whatever was stored (no ``NaN``/``Infinity``, no lone surrogate: issue #9 §1)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from app.store import activity, findings, memories, sessions
 from app.store.db import Database
 from app.store.rows import CooldownRow, ReportEvent
+from app.stream.parser import json_safe
 
 
 class ReportMemory(TypedDict):
@@ -83,7 +85,7 @@ async def build_report(db: Database, session_pk: int) -> SessionReport:
         for m in await memories.session_memories(db, session_pk)]
     checks: list[ReportCheck] = [{"name": c["name"], "status": c["status"], "detail": c["detail"]}
                                  for c in await findings.session_checks(db, session_pk)]
-    return {
+    report: SessionReport = {
         "id": s["id"],
         "session_id": s["session_id"],
         "tier": s["tier"],
@@ -107,3 +109,4 @@ async def build_report(db: Database, session_pk: int) -> SessionReport:
         "activity_count": await activity.count_lines(db, session_pk),
         "notes": _list(s["notes"]),
     }
+    return cast(SessionReport, json_safe(report))

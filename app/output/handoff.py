@@ -8,7 +8,9 @@ the old prompts were not consistent::
     {"escalate": true, ...}                      # the Go tool's key
     {"escalation": {"needed": true, ...}, ...}   # the new contract's shape
 
-Anything else is reported as a problem, never guessed at.
+Anything else is reported as a problem, never guessed at. The file is written by the agent, so
+any field may hold any JSON value (issue #9 §1): values become storable text (``as_text``), and a
+document nested too deeply to decode is a problem like invalid JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from app.stream.parser import as_text, clean_text
 
 MAX_HANDOFF_BYTES = 1024 * 1024
 
@@ -36,14 +40,14 @@ class HandoffError(Exception):
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return None if value is None else as_text(value)
 
 
 def parse_handoff(raw: str, path: str = "handoff.json") -> Handoff:
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise HandoffError(f"{path} is nested too deeply to parse") from None
     except ValueError as exc:
         raise HandoffError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -60,9 +64,9 @@ def parse_handoff(raw: str, path: str = "handoff.json") -> Handoff:
         needed=needed,
         reason=_text(data.get("reason")),
         context=_text(data.get("context")),
-        failed_checks=[str(c) for c in checks],
+        failed_checks=[as_text(c) for c in checks],
         path=path,
-        raw=raw,
+        raw=clean_text(raw),
     )
 
 

@@ -6,6 +6,8 @@
   ``system/api_retry`` line (if any) explains why, so it is quoted in the reason.
 * A clean ``success`` may carry no ``structured_output`` (§5.4); that is still ``completed`` here,
   and the caller marks the session degraded when its data did not come from valid output.
+* The reason is stored text: values quoted from the stream are shown with ``as_text`` (any JSON
+  value, capped, no lone surrogate), so a hostile ``api_retry`` line cannot break the final write.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.stream.parser import ResultLine
+from app.stream.parser import ResultLine, as_text
 
 FAILURE_SUBTYPES = {
     "error_max_turns": "the CLI stopped at --max-turns",
@@ -21,6 +23,9 @@ FAILURE_SUBTYPES = {
     "error_max_budget_usd": "the CLI stopped at --max-budget-usd",
     "error_during_execution": "the CLI failed during execution",
 }
+
+
+_QUOTE_MAX = 500  # characters of one value quoted from an api_retry line
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,11 @@ def decide_status(result: ResultLine | None, exit_code: int | None = None,
         if exit_code is not None:
             reason += f"; exit code {exit_code}"
         if last_retry:
-            reason += (f"; last API retry: attempt {last_retry.get('attempt')}/{last_retry.get('max_retries')}"
-                       f" status={last_retry.get('error_status')} error={last_retry.get('error')}")
+            def quote(key: str) -> str:
+                return as_text(last_retry.get(key), _QUOTE_MAX)
+
+            reason += (f"; last API retry: attempt {quote('attempt')}/{quote('max_retries')}"
+                       f" status={quote('error_status')} error={quote('error')}")
         return RunStatus("failed", reason, api_failure=bool(last_retry))
     subtype = result.subtype or "success"
     if subtype != "success":

@@ -14,11 +14,15 @@ deactivations are left alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from app.output.contract import AgentResponse
+from pydantic import BaseModel, ValidationError
+
+from app.output.contract import AgentResponse, Escalation, Event, Memory, ServiceCheck
 from app.output.handoff import Handoff
 from app.output.markers import MarkerSet
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @dataclass
@@ -71,3 +75,58 @@ def from_fallback(markers: MarkerSet, handoff: Handoff | None) -> Routed:
             "failed_checks": handoff.failed_checks,
         }
     return routed
+
+
+def from_output(output: Any) -> tuple[Routed, list[str]]:
+    """Route a validated structured output, taking what fits the built-in contract.
+
+    An operator schema (``TIEROPS_SCHEMA_FILE``) may be looser than the contract routing needs
+    (issue #9 §2): then each event, memory and service check that fits is routed on its own, and
+    what could not be used is named in the returned notes instead of failing the session."""
+    try:
+        return from_structured(AgentResponse.model_validate(output)), []
+    except ValidationError:
+        pass
+    if not isinstance(output, dict):
+        return Routed(source="structured_output"), [
+            f"structured output not routed: a {type(output).__name__}, not an object"]
+    notes: list[str] = []
+
+    def take(field_name: str, model: type[_M]) -> list[_M]:
+        items = output.get(field_name)
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            notes.append(f"{field_name} not routed: not a list")
+            return []
+        taken = []
+        for i, item in enumerate(items):
+            try:
+                taken.append(model.model_validate(item))
+            except ValidationError as exc:
+                notes.append(f"{field_name}[{i}] not routed: {exc.errors()[0]['msg']}")
+        return taken
+
+    events = take("events", Event)
+    memories = take("memories", Memory)
+    checks = take("services_checked", ServiceCheck)
+    escalation = None
+    if "escalation" in output:
+        try:
+            escalation = Escalation.model_validate(output["escalation"])
+        except ValidationError as exc:
+            notes.append(f"escalation not routed: {exc.errors()[0]['msg']}")
+    summary = output.get("summary")
+    if summary is not None and not isinstance(summary, str):
+        notes.append("summary not routed: not a string")
+        summary = None
+    routed = Routed(
+        source="structured_output", summary=summary,
+        events=[(e.level, None, e.service or None, e.message) for e in events],
+        memories=[(*split_memory_key(m.key), m.value) for m in memories],
+        checks=[(c.name, c.status, c.detail) for c in checks],
+    )
+    if escalation is not None:
+        routed.escalation = {"needed": escalation.needed, "reason": escalation.reason,
+                             "context": escalation.context, "failed_checks": list(escalation.failed_checks)}
+    return routed, notes

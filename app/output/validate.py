@@ -8,6 +8,11 @@ the ``$.events[0].level`` form (root ``$``) that the recovery prompt and the pag
 
 The draft comes from the schema's ``$schema`` (Draft 2020-12 when absent; Draft-7 and the others
 jsonschema knows are honoured).
+
+The output may hold any JSON value (issue #9 §1); the engine passes it through
+``parser.json_safe`` first. Validation itself never raises on it either: a document nested beyond
+what the validator can walk is one error at ``$``, and every message is capped text without lone
+surrogates (a message quotes the offending value, which may be megabytes long).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from jsonschema.validators import validator_for
 
 from app.errors import ConfigError
 from app.paths import DEFAULT_SCHEMA_PATH
+from app.stream.parser import as_text
 
 __all__ = [
     "DEFAULT_SCHEMA_PATH",
@@ -35,6 +41,8 @@ __all__ = [
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MESSAGE_MAX = 1_000  # characters of one error message
+TOO_DEEP_MESSAGE = "the document is nested too deeply to validate"
 
 
 class SchemaLoadError(ConfigError):
@@ -100,7 +108,10 @@ class OutputValidator:
         except OSError as exc:
             raise SchemaLoadError(f"cannot read schema file {path}: {exc.strerror}") from None
         try:
-            schema = json.loads(text)
+            # NaN/Infinity are not JSON: the wire copy sent to the CLI must be valid JSON.
+            schema = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise SchemaLoadError(f"schema file {path} is nested too deeply to parse") from None
         except ValueError as exc:
             raise SchemaLoadError(f"schema file {path} is not valid JSON: {exc}") from None
         return cls(schema, source=str(path))
@@ -116,9 +127,22 @@ class OutputValidator:
         return json.dumps(wire, separators=(",", ":"), ensure_ascii=False)
 
     def validate(self, output: Any) -> ValidationResult:
-        errors = sorted(
-            self._validator.iter_errors(output),
-            key=lambda e: (list(map(str, e.absolute_path)), e.message),
-        )
-        issues = [ValidationIssue(json_path(e.absolute_path), e.message) for e in errors]
+        try:
+            errors = sorted(
+                self._validator.iter_errors(output),
+                key=lambda e: (list(map(str, e.absolute_path)), e.message),
+            )
+            issues = [ValidationIssue(json_path(e.absolute_path), _message(e.message)) for e in errors]
+        except RecursionError:
+            issues = [ValidationIssue("$", TOO_DEEP_MESSAGE)]
         return ValidationResult(valid=not issues, errors=issues)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _message(text: str) -> str:
+    if len(text) > MESSAGE_MAX:
+        text = text[: MESSAGE_MAX - 1] + "…"
+    return as_text(text)

@@ -38,14 +38,28 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 READERS = 3  # 2 cores: more readers only add threads (bench/pages.py)
 
-__all__ = ["BUSY_TIMEOUT_MS", "READERS", "Database", "StoreError"]
+__all__ = ["BUSY_TIMEOUT_MS", "READERS", "Database", "StoreError", "is_transient"]
+
+# SQLite's result codes for faults that may pass: another process holds the lock beyond the busy
+# timeout, the disk is full, an I/O error (a network filesystem hiccup, a volume remounted).
+_TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_PROTOCOL", "SQLITE_CANTOPEN")
 
 
-async def _connect(path: str) -> aiosqlite.Connection:
+def is_transient(exc: BaseException) -> bool:
+    """A storage fault worth retrying (issue #9 §2), as opposed to a bug (a constraint, bad SQL)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        text = str(exc).lower()
+        return name.startswith(_TRANSIENT) or any(
+            s in text for s in ("locked", "disk is full", "disk i/o error", "unable to open"))
+    return isinstance(exc, OSError)
+
+
+async def _connect(path: str, busy_timeout_ms: int) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None)  # we issue BEGIN ourselves
     try:
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         await conn.execute("PRAGMA foreign_keys = ON")
         await conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
@@ -61,8 +75,10 @@ class Database:
     default knows the environment's secret-named variables and the common key shapes; the server
     and the CLI replace it with one that also knows the dashboard token."""
 
-    def __init__(self, path: str | Path, readers: int = READERS, redact: Redactor | None = None) -> None:
+    def __init__(self, path: str | Path, readers: int = READERS, redact: Redactor | None = None,
+                 busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
+        self.busy_timeout_ms = busy_timeout_ms
         self.redact: Redactor = redact if redact is not None else Redactor.from_environment()
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
@@ -71,12 +87,13 @@ class Database:
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str | Path, readers: int = READERS, redact: Redactor | None = None) -> Database:
-        db = cls(path, readers, redact)
+    async def open(cls, path: str | Path, readers: int = READERS, redact: Redactor | None = None,
+                   busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Database:
+        db = cls(path, readers, redact, busy_timeout_ms)
         try:
             if db.path != ":memory:":
                 Path(db.path).parent.mkdir(parents=True, exist_ok=True)
-            db._writer = await _connect(db.path)
+            db._writer = await _connect(db.path, busy_timeout_ms)
             # 16 KiB pages: activity rows carry whole stream lines (often KBs, sometimes MBs);
             # larger pages cut overflow chains and made bulk ingest ~25 % faster (bench/ingest.py).
             # Only takes effect when the file is new.
@@ -85,7 +102,7 @@ class Database:
             await db._writer.execute("PRAGMA wal_autocheckpoint = 2000")  # ~32 MiB of WAL between checkpoints
             await db._migrate(db._writer)
             for _ in range(db._reader_count):
-                conn = await _connect(db.path)
+                conn = await _connect(db.path, busy_timeout_ms)
                 db._readers.append(conn)
                 db._idle.put_nowait(conn)
         except (sqlite3.Error, OSError) as exc:

@@ -155,4 +155,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX sessions_chain ON sessions (chain_id)
         """,
     ),
+    (
+        "0003_cli_process",
+        """
+        -- The running CLI (issue #9 section 4): pid, process group (its own, setsid) and
+        -- psutil create_time(), so a later sweep kills it only if it is the same process.
+        ALTER TABLE sessions ADD COLUMN cli_pid INTEGER;
+        ALTER TABLE sessions ADD COLUMN cli_pgid INTEGER;
+        ALTER TABLE sessions ADD COLUMN cli_start_time REAL
+        """,
+    ),
 ]

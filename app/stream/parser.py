@@ -17,17 +17,84 @@ Deliberate choices (see ``../shared/reference/claude-code-stream-json.md``):
   lines, so such a capture ingests like the stream it contains.
 * Each ``assistant`` line carries exactly one content block (the CLI emits a line per block,
   reference §4.2); we still iterate over ``content`` in case that changes.
+* Any field may hold any JSON value (issue #9 §1): a number where a list is expected, integers
+  beyond 64 bits, ``1e999``/``NaN``, lone UTF-16 surrogates (``"\\ud83d"``, a JS string cut
+  mid-emoji), nesting deeper than the recursion limit. The typed accessors and ``display()``
+  return values that can be stored and emitted as JSON: a non-finite float or an integer outside
+  SQLite's 64 bits is None, lone surrogates become U+FFFD (:func:`clean_text`), containers pass
+  through :func:`json_safe`. ``data`` itself stays as decoded; ``raw`` stays as printed (decoded
+  from UTF-8 it holds no lone surrogate: they only arise from JSON escapes).
+* A line JSON cannot decode is a :class:`TextLine` with a short ``note`` why (not UTF-8, invalid
+  JSON, nested too deeply) and that reason as its subtype; plain text has none.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import math
+import re
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
 DISPLAY_MAX = 240
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+# Containers nested deeper than this are cut by :func:`json_safe`: every later step (validation,
+# redaction, storage, the API's JSON) walks values recursively, and real output nests < 20 deep.
+MAX_DEPTH = 64
+TOO_DEEP = "(nested too deeply)"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` encodable as UTF-8: each lone surrogate (a ``\\ud83d`` JSON escape) becomes U+FFFD."""
+    if text.isascii():  # O(1) in CPython: nearly every string takes this path
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def finite(value: Any) -> int | float | None:
+    """A JSON number as it can be stored: None for booleans, non-numbers, non-finite floats and
+    integers outside SQLite's signed 64 bits."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if INT64_MIN <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def json_safe(value: Any, _depth: int = 0) -> Any:
+    """A copy of a decoded JSON value that every JSON encoder, SQLite and UTF-8 accept: strings
+    (and keys) via :func:`clean_text`, numbers via :func:`finite` (None when out of range),
+    containers deeper than :data:`MAX_DEPTH` replaced by :data:`TOO_DEEP`."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int | float):
+        return finite(value)
+    if isinstance(value, dict | list | tuple):
+        if _depth >= MAX_DEPTH:
+            return TOO_DEEP
+        if isinstance(value, dict):
+            return {clean_text(k) if isinstance(k, str) else as_text(k): json_safe(v, _depth + 1)
+                    for k, v in value.items()}
+        return [json_safe(v, _depth + 1) for v in value]
+    return as_text(value)
+
+
+def as_text(value: Any, limit: int | None = None) -> str:
+    """Any decoded value as one piece of display text, never raising: a string as is, anything
+    else as compact JSON (:data:`TOO_DEEP` when it cannot be encoded); lone surrogates replaced.
+    ``limit`` cuts long text."""
+    text = value if isinstance(value, str) else _compact(value)
+    if limit is not None and len(text) > limit:
+        text = text[:limit]
+    return clean_text(text)
 
 
 def _short(text: str, limit: int = DISPLAY_MAX) -> str:
@@ -36,14 +103,20 @@ def _short(text: str, limit: int = DISPLAY_MAX) -> str:
         text = text[: limit - 1].rstrip() + "…"
     if "\n" in text or "\r" in text or "\t" in text:
         text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
-    return text
+    return clean_text(text)
 
 
 def _compact(value: Any) -> str:
+    """Compact JSON text of a decoded value; never raises (too deep, unencodable: a placeholder)."""
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return TOO_DEEP
     except (TypeError, ValueError):
-        return str(value)
+        try:
+            return str(value)
+        except (RecursionError, ValueError):
+            return TOO_DEEP
 
 
 class ParsedLine:
@@ -60,14 +133,14 @@ class ParsedLine:
     def subtype(self) -> str | None:
         if isinstance(self.data, dict):
             sub = self.data.get("subtype")
-            return sub if isinstance(sub, str) else None
+            return clean_text(sub) if isinstance(sub, str) else None
         return None
 
     @property
     def session_id(self) -> str | None:
         if isinstance(self.data, dict):
             sid = self.data.get("session_id")
-            return sid if isinstance(sid, str) and sid else None
+            return clean_text(sid) if isinstance(sid, str) and sid else None
         return None
 
     def display(self) -> str:
@@ -78,10 +151,23 @@ class ParsedLine:
 
 
 class TextLine(ParsedLine):
-    """A line that is not JSON at all (or not valid UTF-8). Kept verbatim."""
+    """A line JSON cannot decode (or not valid UTF-8). Kept verbatim; ``note`` says why when it
+    is not plain text, and ``subtype`` is that reason (``not_utf8``, ``bad_json``, ``too_deep``)."""
 
-    __slots__ = ()
+    __slots__ = ("note", "reason")
     type = "text"
+
+    def __init__(self, raw: str, data: Any = None, *, reason: str | None = None, note: str | None = None) -> None:
+        super().__init__(raw, data)
+        self.reason = reason
+        self.note = note
+
+    @property
+    def subtype(self) -> str | None:
+        return self.reason
+
+    def display(self) -> str:
+        return _short(f"({self.note}) {self.raw}" if self.note else self.raw)
 
 
 class UnknownLine(ParsedLine):
@@ -94,34 +180,62 @@ class UnknownLine(ParsedLine):
     @property
     def type(self) -> str:  # type: ignore[override]
         kind = self.data.get("type") if isinstance(self.data, dict) else None
-        return kind if isinstance(kind, str) else "unknown"
+        return clean_text(kind) if isinstance(kind, str) else "unknown"
 
     def display(self) -> str:
         label = self.type if self.subtype is None else f"{self.type}/{self.subtype}"
         return _short(f"[{label}] {self.raw}")
 
 
+def _text(value: Any, limit: int = DISPLAY_MAX * 2) -> str:
+    """A field's value as display text (any JSON value; ``""`` for a missing one)."""
+    return "" if value is None else as_text(value, limit)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return clean_text(value) if isinstance(value, str) else None
+
+
 class SystemLine(ParsedLine):
     __slots__ = ()
     type = "system"
+
+    # ``system/init`` facts, typed: any other JSON value there is None.
+    @property
+    def model(self) -> str | None:
+        return _str_or_none(self.data.get("model")) or None
+
+    @property
+    def cli_version(self) -> str | None:
+        return _str_or_none(self.data.get("claude_code_version")) or None
+
+    @property
+    def cwd(self) -> str | None:
+        return _str_or_none(self.data.get("cwd")) or None
+
+    @property
+    def tools(self) -> list[Any]:
+        tools = self.data.get("tools")
+        return tools if isinstance(tools, list) else []
 
     def display(self) -> str:
         d = self.data
         sub = self.subtype or "?"
         if sub == "init":
-            tools = d.get("tools") or []
-            return _short(f"init model={d.get('model')} tools={len(tools)} cwd={d.get('cwd')} "
-                          f"permission={d.get('permissionMode')} version={d.get('claude_code_version')}")
+            return _short(f"init model={_text(d.get('model'))} tools={len(self.tools)} cwd={_text(d.get('cwd'))} "
+                          f"permission={_text(d.get('permissionMode'))} "
+                          f"version={_text(d.get('claude_code_version'))}")
         if sub == "api_retry":
-            return _short(f"api_retry attempt {d.get('attempt')}/{d.get('max_retries')} "
-                          f"status={d.get('error_status')} error={d.get('error')} "
-                          f"delay={float(d.get('retry_delay_ms') or 0):.0f}ms")
+            delay = finite(d.get("retry_delay_ms"))
+            return _short(f"api_retry attempt {_text(d.get('attempt'))}/{_text(d.get('max_retries'))} "
+                          f"status={_text(d.get('error_status'))} error={_text(d.get('error'))} "
+                          f"delay={'?' if delay is None else format(delay, '.0f')}ms")
         if sub == "status":
-            return _short(f"status {d.get('status')}")
+            return _short(f"status {_text(d.get('status'))}")
         if sub == "thinking_tokens":
-            return _short(f"thinking_tokens ~{d.get('estimated_tokens')}")
+            return _short(f"thinking_tokens ~{_text(d.get('estimated_tokens'))}")
         extras = {k: v for k, v in d.items() if k not in ("type", "subtype", "session_id", "uuid")}
-        return _short(f"{sub} {_compact(extras)}")
+        return _short(f"{sub} {as_text(extras, DISPLAY_MAX)}")
 
 
 class AssistantLine(ParsedLine):
@@ -148,9 +262,11 @@ class AssistantLine(ParsedLine):
         return self.message.get("model") == "<synthetic>" or "error" in self.data
 
     def texts(self) -> list[str]:
-        return [b["text"] for b in self.blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+        return [clean_text(b["text"]) for b in self.blocks
+                if b.get("type") == "text" and isinstance(b.get("text"), str)]
 
     def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool_use blocks as decoded (their ``input`` may hold any value: see :func:`json_safe`)."""
         return [b for b in self.blocks if b.get("type") == "tool_use"]
 
     def display(self) -> str:
@@ -158,18 +274,21 @@ class AssistantLine(ParsedLine):
         for b in self.blocks:
             kind = b.get("type")
             if kind == "text":
-                parts.append(str(b.get("text", "")))
+                parts.append(_text(b.get("text"), DISPLAY_MAX))
             elif kind == "tool_use":
                 inp = b.get("input")
                 if isinstance(inp, dict) and isinstance(inp.get("command"), str):
-                    parts.append(f"{b.get('name')}: {inp['command']}")
+                    parts.append(f"{_text(b.get('name'))}: {_text(inp['command'], DISPLAY_MAX)}")
                 else:
-                    parts.append(f"{b.get('name')}: {_compact(inp)[:DISPLAY_MAX * 2]}")
+                    parts.append(f"{_text(b.get('name'))}: {_text(inp)}")
             elif kind in ("thinking", "redacted_thinking"):
-                parts.append(f"(thinking) {str(b.get('thinking', ''))[:DISPLAY_MAX * 2]}")
+                parts.append(f"(thinking) {_text(b.get('thinking'))}")
             else:
-                parts.append(f"({kind})")
-        prefix = f"[{self.data.get('error')}] " if self.data.get("error") else ""
+                parts.append(f"({_text(kind)})")
+        error = self.data.get("error")
+        prefix = f"[{_text(error)}] " if error else ""
+        if not parts:  # no block we can show: the line itself
+            return _short(prefix + f"[assistant] {self.raw}")
         return _short(prefix + " | ".join(parts))
 
 
@@ -196,14 +315,16 @@ class UserLine(ParsedLine):
             if b.get("type") == "tool_result":
                 content = b.get("content")
                 if isinstance(content, list):  # content blocks instead of a string
-                    content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-                label = "tool error" if b.get("is_error") else "tool result"
-                parts.append(f"{label}: {str(content)[:DISPLAY_MAX * 2]}")
+                    content = " ".join(_text(c.get("text")) for c in content[:50] if isinstance(c, dict))
+                label = "tool error" if b.get("is_error") is True else "tool result"
+                parts.append(f"{label}: {_text(content)}")
             elif b.get("type") == "text":
-                parts.append(str(b.get("text", ""))[: DISPLAY_MAX * 2])
+                parts.append(_text(b.get("text")))
             else:
-                parts.append(f"({b.get('type')})")
-        prefix = "(synthetic) " if self.data.get("isSynthetic") else ""
+                parts.append(f"({_text(b.get('type'))})")
+        prefix = "(synthetic) " if self.data.get("isSynthetic") is True else ""
+        if not parts:
+            return _short(prefix + f"[user] {self.raw}")
         return _short(prefix + " | ".join(parts))
 
 
@@ -215,16 +336,19 @@ class StreamEventLine(ParsedLine):
         ev = self.data.get("event")
         if not isinstance(ev, dict):
             return "stream_event"
-        kind = ev.get("type", "?")
+        kind = _text(ev.get("type", "?"))
         delta = ev.get("delta")
         if isinstance(delta, dict):
             text = delta.get("text") or delta.get("partial_json") or delta.get("thinking") or ""
-            return _short(f"{kind} {delta.get('type', '')} {text}")
-        return _short(f"{kind}")
+            return _short(f"{kind} {_text(delta.get('type'))} {_text(text)}")
+        return _short(kind)
 
 
 class ResultLine(ParsedLine):
-    """The final line of a turn; the only reliable status (reference §4.4, §10.1)."""
+    """The final line of a turn; the only reliable status (reference §4.4, §10.1).
+
+    Every accessor returns a value that can be stored: numbers via :func:`finite`, strings via
+    :func:`clean_text`, containers via :func:`json_safe`."""
 
     __slots__ = ()
     type = "result"
@@ -234,7 +358,15 @@ class ResultLine(ParsedLine):
         value = self.data.get(key)
         if isinstance(value, bool) and kind is not bool:  # JSON true is not a number here
             return None
-        return value if isinstance(value, kind) else None
+        if not isinstance(value, kind):
+            return None
+        if isinstance(value, str):
+            return clean_text(value)  # type: ignore[return-value]
+        if isinstance(value, int | float):
+            return finite(value)  # type: ignore[return-value]
+        if isinstance(value, dict | list):
+            return json_safe(value)  # type: ignore[no-any-return]
+        return value
 
     @property
     def is_error(self) -> bool:
@@ -259,10 +391,8 @@ class ResultLine(ParsedLine):
 
     @property
     def total_cost_usd(self) -> float | None:
-        v = self.data.get("total_cost_usd")
-        if isinstance(v, bool) or not isinstance(v, int | float):  # JSON true is not a number here
-            return None
-        return float(v)
+        v = finite(self.data.get("total_cost_usd"))  # JSON true, 1e999, 10**30: not a cost
+        return None if v is None else float(v)
 
     @property
     def result_text(self) -> str | None:
@@ -290,7 +420,7 @@ class ResultLine(ParsedLine):
 
     @property
     def errors(self) -> list[str]:
-        return [str(e) for e in (self._get("errors", list) or [])]
+        return [as_text(e) for e in (self._get("errors", list) or [])]
 
     @property
     def has_structured_output(self) -> bool:
@@ -298,11 +428,11 @@ class ResultLine(ParsedLine):
 
     @property
     def structured_output(self) -> Any:
-        return self.data.get("structured_output")
+        return json_safe(self.data.get("structured_output"))
 
     def display(self) -> str:
         cost = self.total_cost_usd
-        bits = [f"result {self.subtype}", f"is_error={str(self.data.get('is_error')).lower()}"]
+        bits = [f"result {self.subtype}", f"is_error={_text(self.data.get('is_error'), 20) or 'null'}"]
         if self.api_error_status is not None:
             bits.append(f"api_status={self.api_error_status}")
         if self.num_turns is not None:
@@ -310,22 +440,27 @@ class ResultLine(ParsedLine):
         if cost is not None:
             bits.append(f"cost=${cost:.4f}")
         bits.append("structured_output" if self.has_structured_output else "no structured_output")
-        if self.errors:
-            bits.append("errors=" + "; ".join(self.errors))
+        errors = self.errors
+        if errors:
+            bits.append("errors=" + "; ".join(errors))
         elif self.is_error and self.result_text:
             bits.append(self.result_text)
         return _short(" ".join(bits))
 
 
 class ArrayLine(ParsedLine):
-    """A JSON array on one line: ``--output-format json --verbose`` prints every message this way."""
+    """A JSON array on one line: ``--output-format json --verbose`` prints every message this way.
+
+    Its objects are parsed as lines; any other item (a nested array, a scalar) is an
+    :class:`UnknownLine`, so an array nested a thousand deep costs no recursion here."""
 
     __slots__ = ("items",)
     type = "array"
 
     def __init__(self, raw: str, data: list[Any]) -> None:
         super().__init__(raw, data)
-        self.items = [parse_obj(_compact(item), item) for item in data]
+        self.items = [parse_obj(_compact(item), item) if isinstance(item, dict) else UnknownLine(_compact(item), item)
+                      for item in data]
 
     @property
     def session_id(self) -> str | None:
@@ -361,14 +496,17 @@ def parse_obj(raw: str, data: Any) -> ParsedLine:
 def parse_line(line: bytes | str) -> ParsedLine | None:
     """Parse one physical stdout line. Returns None only for an empty line (no content to keep).
 
-    Never raises: undecodable bytes and non-JSON text become a :class:`TextLine`.
+    Never raises: undecodable bytes, non-JSON text, JSON that does not decode (cut short, an
+    integer of more than 4,300 digits) and JSON nested deeper than the recursion limit become a
+    :class:`TextLine` holding the line as printed, with a note why.
     """
     if isinstance(line, bytes):
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
             # Keep every byte: undecodable bytes become \\xNN escapes in the stored text.
-            return TextLine(line.rstrip(b"\r\n").decode("utf-8", "backslashreplace"))
+            return TextLine(line.rstrip(b"\r\n").decode("utf-8", "backslashreplace"),
+                            reason="not_utf8", note="not UTF-8: bytes kept as \\xNN escapes")
     else:
         text = line
     text = text.rstrip("\r\n")
@@ -376,6 +514,13 @@ def parse_line(line: bytes | str) -> ParsedLine | None:
         return None
     try:
         data = json.loads(text)
-    except ValueError:
+    except RecursionError:
+        return TextLine(text, reason="too_deep", note="JSON nested too deeply to parse")
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "["):  # meant to be JSON: say what is wrong with it
+            return TextLine(text, reason="bad_json", note=f"invalid JSON: {as_text(str(exc), 120)}")
         return TextLine(text)
-    return parse_obj(text, data)
+    try:
+        return parse_obj(text, data)
+    except RecursionError:  # a line that decoded at the edge of the limit (parse_obj recurses)
+        return TextLine(text, reason="too_deep", note="JSON nested too deeply to parse")

@@ -11,6 +11,11 @@ Steps of :func:`run_chain`:
    human attention, with why;
 4. link parent → child (``escalated_to``) and child → parent (``parent_session_id``).
 
+An escalation whose next tier cannot even start (its row, folder or prompt cannot be created, a
+bug) never vanishes (issue #9 §4): the parent is flagged as needing attention with the error, the
+error is logged with its traceback, and the chain ends there. A first tier that cannot start
+raises, as before: there is no session to flag.
+
 Tiers only go up, so a chain never runs the same tier twice and cannot loop.
 """
 
@@ -27,7 +32,7 @@ from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
 from app.supervisor.context import handoff_block, memories_block, system_prompt
 from app.supervisor.hub import Hub
-from app.supervisor.session import SessionHandle, TierRequest, run_tier_session
+from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
 from app.vocab import SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -58,16 +63,16 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     chain: list[SessionRow] = []
     tier_prompt = base_prompt(settings, tier, prompt)
     while True:
-        handoff = None
-        if parent is not None:
-            checks = await findings.session_checks(db, parent["id"], fresh=True)
-            handoff = handoff_block(parent, checks, chain)
-        sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget),
-                                  handoff)
-        req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
-                          trigger=Trigger.ESCALATION if parent else trigger,
-                          parent_pk=parent["id"] if parent else None, chain_id=chain_id)
-        result = await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
+        try:
+            result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
+                                       chain_id, on_session)
+        except Exception as exc:
+            if parent is None:
+                raise
+            why = f"escalation to tier {tier} could not start: {type(exc).__name__}: {exc}"
+            log.exception("session %d needs attention: %s", parent["id"], why)
+            await sessions.set_attention(db, parent["id"], why)
+            break
         chain_id = chain_id or result.pk
         if parent is not None:
             await sessions.set_escalated_to(db, parent["id"], result.pk)
@@ -92,6 +97,23 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         parent = row
         tier += 1
     return await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
+
+
+async def _start_tier(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, tier: int,
+                      tier_prompt: str, trigger: str, parent: SessionRow | None, chain: list[SessionRow],
+                      chain_id: int | None,
+                      on_session: Callable[[int, SessionHandle], None] | None) -> SessionResult:
+    """Steps 1 and 2: the tier's system prompt (with the parent's handoff), then its session."""
+    handoff = None
+    if parent is not None:
+        checks = await findings.session_checks(db, parent["id"], fresh=True)
+        handoff = handoff_block(parent, checks, chain)
+    sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget),
+                              handoff)
+    req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
+                      trigger=Trigger.ESCALATION if parent else trigger,
+                      parent_pk=parent["id"] if parent else None, chain_id=chain_id)
+    return await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
 
 
 async def _decide(db: Database, settings: Settings, row: SessionRow, api_failure: bool,

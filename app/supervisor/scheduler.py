@@ -6,8 +6,15 @@
 * Exclusivity: an asyncio lock inside the process and an ``flock`` on ``STATE_DIR/cycle.lock``
   between processes (``tierops run`` while ``tierops supervise`` works). A second trigger is
   refused at once with :class:`CycleBusy` naming the holder — it never waits, never runs two.
-* At start, sessions left ``running`` by a supervisor that was killed are marked ``interrupted``
-  (only when no other process holds the cycle lock, so a live ``tierops run`` is not touched).
+* The sweep (issue #9 §4: no session row stays ``running`` unless its CLI is alive): at start,
+  and again at the start of every cycle, each supervised session still ``running`` that is not
+  one of this process's live sessions (``handles``) is ended ``interrupted``. Before its row is
+  marked, a CLI it recorded (pid, process group, start time) that is still alive is killed —
+  only when pid *and* start time match, so a recycled pid is never killed (on Linux the
+  parent-death signal usually took it already; see ``runner``). At start it runs only when no
+  other process holds the cycle lock, so a live ``tierops run`` is not touched; at a cycle's start
+  this process holds the lock itself, so no other process can have a session running. Sessions
+  whose folder is under another state dir (so under another cycle lock) are left alone.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ from app.clock import utcnow
 from app.config import Settings
 from app.errors import CycleBusy
 from app.output.validate import OutputValidator
-from app.store import sessions
+from app.store import processes
 from app.store.db import Database
 from app.store.rows import ChainLink
 from app.supervisor.chain import run_chain
 from app.supervisor.hub import Hub
-from app.supervisor.session import SessionHandle
+from app.supervisor.runner import kill_leftover
+from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
 from app.vocab import Trigger
 
 log = logging.getLogger(__name__)
@@ -116,13 +124,33 @@ class Supervisor:
         return self._running
 
     async def recover_interrupted(self) -> int:
-        """Mark sessions a killed supervisor left ``running`` as ``interrupted``. Returns how many."""
+        """At start: kill the live CLIs of sessions a killed supervisor left ``running``, then mark
+        those sessions ``interrupted``. Returns how many were marked."""
         if self._file_lock.held_elsewhere():
             return 0
-        count = await sessions.interrupt_running(
-            self.db, "the supervisor stopped while this session ran (found at restart)")
-        if count:
-            log.warning("marked %d session(s) left running by a stopped supervisor as interrupted", count)
+        return await self._sweep("found at restart")
+
+    async def _sweep(self, when: str) -> int:
+        """End every supervised session still ``running`` that is not this process's own (the
+        caller holds the cycle lock, or made sure nobody does), killing its recorded CLI first."""
+        state = self.settings.state_dir.resolve()
+        home = state / "home"  # the HOME every CLI of ours gets
+        count = 0
+        for row in await processes.running_sessions_with_process(self.db):
+            if row.id in self.handles:
+                continue  # a live session of this process
+            if row.cwd is not None and Path(row.cwd).parent != state / "sessions":
+                continue  # started with another state dir (another cycle lock): not ours to judge
+            reason = f"the supervisor stopped while this session ran ({when})"
+            if row.cli_pid is not None:
+                killed = await asyncio.to_thread(kill_leftover, row.cli_pid, row.cli_pgid, row.cli_start_time, home)
+                if row.cli_pid in killed:
+                    reason += f"; its CLI (pid {row.cli_pid}) was still running and was killed"
+                elif killed:
+                    reason += f"; processes it left ({', '.join(map(str, killed))}) were killed"
+            if await processes.mark_interrupted(self.db, row.id, reason):
+                count += 1
+                log.warning("session %d marked interrupted: %s", row.id, reason)
         return count
 
     def _claim(self, what: str) -> asyncio.Future[int]:
@@ -138,6 +166,10 @@ class Supervisor:
     async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[ChainLink]:
         log.info("%s cycle started at tier %d", trigger, tier)
         try:
+            try:  # this process holds the cycle lock: no other process has a session running
+                await self._sweep("found at the start of a later cycle")
+            except Exception:  # the sweep must never keep the cycle from running
+                log.exception("the sweep of sessions left running failed")
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track)
             self.last_chain = chain
@@ -199,9 +231,9 @@ class Supervisor:
         handle.stop()
         return True
 
-    def stop_all(self) -> None:
+    def stop_all(self, reason: str = STOPPED_BY_OPERATOR) -> None:
         for handle in list(self.handles.values()):
-            handle.stop()
+            handle.stop(reason)
 
     def _next_delay(self, started: float) -> float:
         """Seconds until the next cycle: cron's next time, or ``interval`` after ``started``."""
@@ -239,7 +271,7 @@ class Supervisor:
 
     async def shutdown(self) -> None:
         """Stop running sessions (their process groups) and wait for the cycle to wind down."""
-        self.stop_all()
+        self.stop_all(STOPPED_BY_SHUTDOWN)
         if self.current_task and not self.current_task.done():
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -31,6 +32,7 @@ from starlette.staticfiles import StaticFiles
 from app.config import Settings
 from app.errors import ConfigError
 from app.output.validate import OutputValidator
+from app.redact import install_log_redaction, redactor_for
 from app.store import dashboard
 from app.store.db import Database
 from app.supervisor.hub import Hub
@@ -121,8 +123,10 @@ async def http_error(request: Request, exc: Exception) -> Response:
     error = exc.error if isinstance(exc, ApiError) else {404: "not_found", 405: "method_not_allowed"}.get(
         exc.status_code, "error")
     if _wants_json(request):
-        return json_error(exc.status_code, error, exc.detail)
-    return error_page(request, exc.status_code, exc.detail)
+        return json_error(exc.status_code, error, exc.detail, headers=exc.headers)  # e.g. Allow on a 405
+    response = error_page(request, exc.status_code, exc.detail)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
@@ -141,7 +145,9 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = await Database.open(settings.db)
+        redact = redactor_for(settings)  # knows the dashboard token too
+        install_log_redaction(redact)
+        db = await Database.open(settings.db, redact=redact)
         validator = OutputValidator.from_file(settings.schema_file)
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
@@ -187,4 +193,21 @@ def serve(settings: Settings, host: str, port: int) -> None:
         raise ConfigError(f"refusing to bind to {host}: without TIEROPS_TOKEN (or TIEROPS_TOKEN_FILE) anyone who "
                           "can reach this address could run sessions and read their output; set a token or bind "
                           "to 127.0.0.1")
+    check_listen(host, port)
     uvicorn.run(create_app(settings, token=token), host=host, port=port, workers=1, proxy_headers=False)
+
+
+def check_listen(host: str, port: int) -> None:
+    """:class:`ConfigError` when ``host:port`` cannot be listened on (an unknown name, an address
+    of another machine, a port in use), before anything starts: one line instead of a traceback."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"--host {host!r} is not an address of this machine ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None

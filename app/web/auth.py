@@ -7,8 +7,9 @@ untouched; starlette's BaseHTTPMiddleware would buffer them).
   need the cookie (or the header) and redirect to ``/login`` otherwise. ``/healthz``, ``/login``
   and ``/static`` stay open. The cookie is ``<expiry>.<HMAC-SHA256(token, expiry)>``: signed with
   the token, so rotating the token logs everyone out; HttpOnly, SameSite=Lax.
-* Without a token, a request whose ``Host`` is not a loopback name is refused (DNS rebinding:
-  a hostile page on a name resolving to 127.0.0.1 would otherwise be "same origin").
+* Without a token, a request whose ``Host`` is not exactly ``localhost``, ``127.0.0.1`` or
+  ``[::1]`` (any port) is refused (DNS rebinding: a hostile page on a name resolving to 127.0.0.1
+  would otherwise be "same origin").
 * CSRF: every POST/PUT/PATCH/DELETE (forms and API) is refused with 403 when the browser says it
   comes from elsewhere: ``Sec-Fetch-Site`` other than same-origin/none, or an ``Origin`` whose host
   differs from ``Host``. Scripts (curl, the API with a bearer token) send neither and pass.
@@ -157,17 +158,19 @@ async def _respond(send: Send, status: int, as_json: bool, error: str, detail: s
     await send({"type": "http.response.body", "body": body})
 
 
-LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+# The Host header values served without a token: exactly these names, each optionally with a port.
+# Nothing else, not even other spellings of loopback (``127.0.0.2``, ``*.localhost``,
+# ``localhost.localdomain``): a name an attacker's page can be reached under must not pass.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
-def _loopback_name(name: str, *, subdomains: bool) -> bool:
-    """The one loopback test: a loopback name, or an IP address in 127.0.0.0/8 or ::1.
-
-    ``subdomains``: ``*.localhost`` counts too. Browsers resolve those to loopback themselves
-    (RFC 6761), so they are loopback in a ``Host`` header; the system resolver may not, so a
-    bind address under ``.localhost`` does not count."""
-    name = name.strip().lower()
-    if name in LOOPBACK_NAMES or (subdomains and name.endswith(".localhost")):
+def is_loopback(host: str) -> bool:
+    """A bind address only this machine reaches: ``localhost``, any address in 127.0.0.0/8, or
+    ``::1`` (also written ``[::1]``). Names are not resolved: ``localhost`` is the one name."""
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
@@ -175,22 +178,15 @@ def _loopback_name(name: str, *, subdomains: bool) -> bool:
         return False
 
 
-def is_loopback(host: str) -> bool:
-    """A bind address (``127.0.0.1``, ``::1``, ``[::1]``, ``localhost``) only this machine reaches."""
-    name = host.strip()
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    return _loopback_name(name, subdomains=False)
-
-
 def loopback_host(host: str) -> bool:
-    """A ``Host`` header (any port) that names this machine's loopback."""
-    name = host.strip()
-    if name.startswith("["):
-        name = name[1:].partition("]")[0]
-    elif name.count(":") == 1:
-        name = name.rpartition(":")[0]
-    return _loopback_name(name, subdomains=True)
+    """A ``Host`` header that is exactly ``localhost``, ``127.0.0.1`` or ``[::1]``, optionally with
+    ``:port`` (1 to 5 ASCII digits). The name is compared case-insensitively (DNS names are)."""
+    name, sep, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+    if not sep or name.endswith(":"):  # no port, or an unbracketed IPv6 address such as ::1
+        name, port = host, ""
+    elif not (port.isascii() and port.isdigit() and 1 <= len(port) <= 5):
+        return False
+    return name.lower() in LOOPBACK_HOSTS
 
 
 def safe_next(value: str | None) -> str:

@@ -1,8 +1,12 @@
-"""Helpers every web module shares: app state access, errors, query and path parameters."""
+"""Helpers every web module shares: app state access, errors, query and path parameters, and
+the one request-body reader (forms and the API), which stops reading as soon as a body is over
+its limit."""
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -44,8 +48,26 @@ class ApiError(HTTPException):
         self.error = error
 
 
-def json_error(status: int, error: str, detail: Any = None) -> JSONResponse:
-    return JSONResponse({"error": error, "detail": detail}, status_code=status)
+def json_error(status: int, error: str, detail: Any = None, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
+
+
+async def read_body(request: Request, limit: int, what: str = "request body") -> bytes:
+    """The request body, read chunk by chunk; 413 as soon as it is known to exceed ``limit`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; otherwise
+    (chunked, or a lying length) reading stops at the first chunk that crosses the limit, so at
+    most ``limit`` + one chunk is ever held. The rest of the body is never read: the server
+    closes the connection after the 413."""
+    declared = (request.headers.get("content-length") or "").strip()
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+        raise ApiError(413, "too_large", f"{what} is {declared} bytes; the limit is {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "too_large", f"{what} is larger than the limit of {limit} bytes")
+    return bytes(body)
 
 
 @overload
@@ -66,10 +88,21 @@ def int_param(request: Request, name: str, default: int | None = None, *, minimu
     try:
         value = int(raw)
     except ValueError:
-        raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be an integer, got {raw!r}") from None
+        value = _integral(raw, name)
     if not minimum <= value <= maximum:
         raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be between {minimum} and {maximum}")
     return value
+
+
+def _integral(raw: str, name: str) -> int:
+    """``10.0`` or ``1e3``: integers as JSON Schema counts them (the OpenAPI document's ``integer``)."""
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number.is_integer()):
+        raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be an integer, got {raw[:40]!r}")
+    return int(number)
 
 
 def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> str | None:

@@ -17,3 +17,4 @@ MEMORY_DEFAULT_CONFIDENCE = 0.7
 FILTER_TEXT_MAX = 200  # a free-text filter (service, category) of a page's query string
 
 FORM_MAX_BYTES = 256 * 1024  # a urlencoded form body (the largest field above, percent-encoded, fits)
+API_BODY_MAX_BYTES = 1024 * 1024  # a JSON body of the REST API; larger is 413, refused while reading

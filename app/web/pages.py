@@ -31,7 +31,7 @@ from app.store.activity import transcript_page
 from app.store.memories import MemoryConflict
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
-from app.web.common import ApiError, choice_param, int_param, path_int, state
+from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
 from app.web.limits import (
     FILTER_TEXT_MAX,
     FORM_MAX_BYTES,
@@ -60,11 +60,7 @@ async def read_form(request: Request) -> dict[str, str]:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/x-www-form-urlencoded":
         raise ApiError(415, "unsupported_media_type", "forms must be sent as application/x-www-form-urlencoded")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > FORM_MAX_BYTES:
-            raise ApiError(413, "too_large", f"form larger than {FORM_MAX_BYTES} bytes")
+    body = await read_body(request, FORM_MAX_BYTES, "the form")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

@@ -9,12 +9,18 @@ Text is escaped by :class:`markupsafe.Markup` formatting; the only HTML not buil
 is markdown-it's output for assistant text, in its ``js-default`` preset (raw HTML off), with
 images disabled (no remote loads from a transcript) and links limited to http(s)/mailto/relative.
 Every piece of text is capped at :data:`TEXT_LIMIT` characters with a note pointing at the API.
+
+Any field of a line may hold any JSON value (issue #9 §1): values are shown through the parser's
+``as_text``/``json_safe`` (never ``str()`` of a value nested a thousand deep), and the fragment
+itself is made encodable (lone surrogates from ``\ud83d`` escapes become U+FFFD), so rendering a
+stored line never raises and never breaks the response's UTF-8.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +38,9 @@ from app.stream.parser import (
     TextLine,
     UnknownLine,
     UserLine,
+    as_text,
+    clean_text,
+    json_safe,
     parse_line,
 )
 from app.vocab import Level
@@ -78,7 +87,10 @@ _MD = _make_markdown()
 # app/web/templating.py) for the pages: a cost reads the same in a result line and a table.
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number (NaN and infinities are not figures)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def fmt_cost(value: Any) -> str:
@@ -144,9 +156,9 @@ def _markdown(text: str, session_pk: Any = None) -> Markup:
 
 def _dumps(value: Any) -> str:
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+        return json.dumps(json_safe(value), indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return as_text(value)
 
 
 def _first_line(text: str, limit: int = 160) -> str:
@@ -168,21 +180,26 @@ def _text_of(content: Any) -> str:
         for block in content:
             if isinstance(block, dict):
                 if block.get("type") == "text" or isinstance(block.get("text"), str):
-                    parts.append(str(block.get("text", "")))
+                    parts.append(_str(block.get("text")))
                 else:
-                    parts.append(f"({block.get('type', 'block')})")
+                    parts.append(f"({as_text(block.get('type', 'block'), 200)})")
             else:
-                parts.append(str(block))
+                parts.append(as_text(block))
         return "\n".join(parts)
     if content is None:
         return ""
     return _dumps(content)
 
 
+def _str(value: Any) -> str:
+    """A field's value as text: a string as is, nothing for a missing one, JSON for the rest."""
+    return "" if value is None else as_text(value)
+
+
 # -- blocks ----------------------------------------------------------------------------------
 
 def _tool_use(block: dict[str, Any], pk: Any) -> Markup:
-    name = str(block.get("name") or "?")
+    name = _str(block.get("name")) or "?"
     inp = block.get("input")
     tool_id = block.get("id")
     id_attr = Markup(' title="{}"').format(tool_id) if isinstance(tool_id, str) else Markup("")
@@ -225,7 +242,7 @@ def _tool_result(block: dict[str, Any], pk: Any) -> Markup:
 def _thinking(block: dict[str, Any], pk: Any) -> Markup:
     if block.get("type") == "redacted_thinking":
         return Markup('<details class="thinking"><summary>Thinking (redacted)</summary></details>')
-    text = str(block.get("thinking") or "")
+    text = _str(block.get("thinking"))
     return Markup('<details class="thinking"><summary>Thinking <span class="preview">{}</span></summary>'
                   '{}</details>').format(_first_line(text, 100), _pre(text, pk))
 
@@ -237,11 +254,11 @@ def _assistant(line: AssistantLine, pk: Any) -> tuple[str, Markup]:
         classes.append("error")
         err = line.data.get("error")
         parts.append(Markup('<div class="label">API error{}</div>').format(
-            Markup(": {}").format(err) if err else ""))
+            Markup(": {}").format(as_text(err, 2_000)) if err else ""))
     for block in line.blocks:
         kind = block.get("type")
         if kind == "text":
-            parts.append(_markdown(str(block.get("text", "")), pk))
+            parts.append(_markdown(_str(block.get("text")), pk))
         elif kind == "tool_use":
             if block.get("name") == "StructuredOutput":
                 classes.append("structured")
@@ -250,7 +267,7 @@ def _assistant(line: AssistantLine, pk: Any) -> tuple[str, Markup]:
             classes.append("thinking-line")
             parts.append(_thinking(block, pk))
         else:
-            parts.append(Markup('<div class="label">({})</div>').format(kind))
+            parts.append(Markup('<div class="label">({})</div>').format(as_text(kind, 200)))
             parts.append(render_json(block, session_pk=pk, cls="json small"))
     return " ".join(classes), Markup("").join(parts)
 
@@ -258,7 +275,7 @@ def _assistant(line: AssistantLine, pk: Any) -> tuple[str, Markup]:
 def _user(line: UserLine, pk: Any) -> tuple[str, Markup]:
     parts: list[Markup] = []
     classes = ["user"]
-    if line.data.get("isSynthetic"):
+    if line.data.get("isSynthetic") is True:
         parts.append(Markup('<div class="label">(synthetic)</div>'))
     for block in line.blocks:
         kind = block.get("type")
@@ -271,16 +288,16 @@ def _user(line: UserLine, pk: Any) -> tuple[str, Markup]:
             parts.append(_tool_result(block, pk))
         elif kind == "text":
             parts.append(Markup('<div class="user-text"><div class="label">User</div>{}</div>').format(
-                _pre(str(block.get("text", "")), pk)))
+                _pre(_str(block.get("text")), pk)))
         else:
-            parts.append(Markup('<div class="label">({})</div>').format(kind))
+            parts.append(Markup('<div class="label">({})</div>').format(as_text(kind, 200)))
             parts.append(render_json(block, session_pk=pk, cls="json small"))
     return " ".join(classes), Markup("").join(parts)
 
 
 def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
     is_error = line.is_error
-    facts = [("subtype", line.subtype or "?"), ("is_error", str(line.data.get("is_error")).lower())]
+    facts = [("subtype", line.subtype or "?"), ("is_error", as_text(line.data.get("is_error"), 200))]
     if line.api_error_status is not None:
         facts.append(("api status", str(line.api_error_status)))
     if line.num_turns is not None:
@@ -317,14 +334,15 @@ def _system(line: SystemLine, pk: Any) -> tuple[str, Markup]:
     if sub == "init":
         tools = d.get("tools") if isinstance(d.get("tools"), list) else []
         mcp = d.get("mcp_servers") if isinstance(d.get("mcp_servers"), list) else []
-        facts = [("model", d.get("model")), ("version", d.get("claude_code_version")), ("cwd", d.get("cwd")),
-                 ("permission", d.get("permissionMode")), ("tools", len(tools))]
+        facts = [("model", as_text(d.get("model"), 2_000)), ("version", as_text(d.get("claude_code_version"), 2_000)),
+                 ("cwd", as_text(d.get("cwd"), 2_000)), ("permission", as_text(d.get("permissionMode"), 2_000)),
+                 ("tools", str(len(tools)))]
         if mcp:
-            facts.append(("mcp", ", ".join(f"{s.get('name')}:{s.get('status')}" for s in mcp
-                                           if isinstance(s, dict))))
+            facts.append(("mcp", _cap(", ".join(f"{as_text(s.get('name'), 200)}:{as_text(s.get('status'), 200)}"
+                                                for s in mcp if isinstance(s, dict)))[0]))
         body = Markup("").join(Markup("<span><b>{}</b> {}</span>").format(k, v) for k, v in facts)
         tools_list = Markup('<details><summary>tools</summary><div class="small">{}</div></details>').format(
-            _cap(", ".join(str(t) for t in tools))[0]) if tools else Markup("")
+            _cap(", ".join(as_text(t, 2_000) for t in tools))[0]) if tools else Markup("")
         return "system compact", Markup('<div class="facts">{}</div>{}').format(body, tools_list)
     cls = "system compact" + (" warn" if sub == "api_retry" else "")
     return cls, Markup('<span class="small">{}</span>').format(line.display())
@@ -354,13 +372,14 @@ def _body(parsed: ParsedLine | None, pk: Any) -> tuple[str, Markup]:
     if isinstance(parsed, UnknownLine):
         return "unknown", _pre(_dumps(parsed.data), pk)
     if isinstance(parsed, TextLine):
-        return "text", _pre(parsed.raw, pk)
+        note = Markup('<div class="label">{}</div>').format(parsed.note) if parsed.note else Markup("")
+        return "text", note + _pre(parsed.raw, pk)
     return "unknown", _pre(parsed.raw, pk)
 
 
 def _label(row: Mapping[str, Any]) -> str:
-    kind = str(row.get("type") or "?")
-    sub = row.get("subtype")
+    kind = _str(row.get("type")) or "?"
+    sub = _str(row.get("subtype"))
     return f"{kind}/{sub}" if sub else kind
 
 
@@ -376,28 +395,31 @@ def render_activity(row: Mapping[str, Any]) -> Markup:
     attempt = row.get("attempt") or 1
     raw = row.get("raw")
     try:
-        if raw is None or len(raw) > RAW_RENDER_LIMIT:
-            size = row.get("raw_len") or (len(raw) if raw is not None else 0)
+        if not isinstance(raw, str) or len(raw) > RAW_RENDER_LIMIT:
+            size = row.get("raw_len")
+            if not isinstance(size, int):
+                size = len(raw) if isinstance(raw, str) else 0
             cls = "toolarge"
             body = Markup('<span class="small">{}</span>{}').format(
-                row.get("display") or "", _more_note(max(int(size), 1), pk))
+                _str(row.get("display")), _more_note(max(size, 1), pk))
         else:
             cls, body = _body(parse_line(raw), pk)
     except Exception as exc:  # a rendering bug must never lose the line: show it escaped
         log.exception("cannot render line %s of session %s", seq, pk)
         cls = "unknown"
         body = Markup('<p class="error">cannot render this line ({})</p>{}').format(
-            type(exc).__name__, _pre(str(raw), pk))
+            type(exc).__name__, _pre(as_text(raw), pk))
     attempt_badge = (Markup(' <span class="badge">attempt {}</span>').format(attempt)
                      if isinstance(attempt, int) and attempt > 1 else Markup(""))
-    ts = str(row.get("ts") or "")
-    return Markup(
+    ts = _str(row.get("ts"))
+    html = Markup(
         '<div class="act {cls}" id="act-{seq}" data-seq="{seq}" data-attempt="{attempt}">'
         '<div class="act-meta"><a class="seq" href="#act-{seq}">#{seq}</a> '
         '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}</div>'
         '<div class="act-body">{body}</div></div>'
     ).format(cls=cls, seq=seq, attempt=attempt, ts=ts, short_ts=ts[11:19] if len(ts) >= 19 else ts,
              label=_label(row), badge=attempt_badge, body=body)
+    return Markup(clean_text(html))  # noqa: S704 (already escaped above; only lone surrogates replaced)
 
 
 def render_event_row(event: Mapping[str, Any]) -> Markup:

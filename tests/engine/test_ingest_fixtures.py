@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from app.engine.ingest import ingest_path
+from app.engine.ingest import IngestError, ingest_path
 from tests.helpers import FIXTURES, SCENARIOS, fixture_stream
 
 # scenario: (status, source, degraded, events, memories, checks, result_subtype)
@@ -21,12 +21,16 @@ NO_RESULT = ("failed", "none", False, 0, 0, 0, None)
 MAX_TURNS = ("failed", "none", False, 0, 0, 0, "error_max_turns")
 BAD_OUTPUT = ("failed", "none", False, 0, 0, 0, "error_max_structured_output_retries")
 NO_SESSION = ("failed", "none", False, 0, 0, 0, "error_during_execution")
+# Not stream-json at all (issue #9 §6): the CLI printed nothing (it refused its flags or died
+# before its first line), or text output. `tierops ingest` refuses these and stores nothing.
+EMPTY = "is empty"
+NOT_STREAM = "is not a Claude Code stream-json file"
 
 EXPECTED = {
     "a_plain": NO_OUTPUT, "a_thinking": NO_OUTPUT, "a_thinking_partial": NO_OUTPUT,
     "b_tool_denied_disallowed": NO_OUTPUT, "b_tool_denied_no_flags": NO_OUTPUT, "b_tool_fails": NO_OUTPUT,
-    "b_tool_use_allowedtools": NO_OUTPUT, "b_tool_use_bypass_mode_as_root": NO_RESULT,
-    "b_tool_use_dsp_as_root": NO_RESULT, "b_tool_use_dsp_is_sandbox": NO_OUTPUT,
+    "b_tool_use_allowedtools": NO_OUTPUT, "b_tool_use_bypass_mode_as_root": EMPTY,
+    "b_tool_use_dsp_as_root": EMPTY, "b_tool_use_dsp_is_sandbox": NO_OUTPUT,
     "b_tool_use_no_permission_flags": NO_OUTPUT,
     "c_structured": OK,
     "d_invalid_max_retries_2": BAD_OUTPUT, "d_invalid_structured": BAD_OUTPUT, "d_invalid_then_valid": OK,
@@ -36,15 +40,15 @@ EXPECTED = {
     "f_api_400": API_FAIL, "f_api_401": API_FAIL, "f_api_500": API_FAIL, "f_api_500_default_retries": NO_RESULT,
     "f_api_500_transient": NO_OUTPUT, "f_api_529": API_FAIL, "f_api_529_default_retries": API_FAIL,
     "g_max_turns_1": MAX_TURNS,
-    "h_json_output": OK, "h_json_output_error": MAX_TURNS, "h_json_output_verbose": OK, "h_text_output": NO_RESULT,
+    "h_json_output": OK, "h_json_output_error": MAX_TURNS, "h_json_output_verbose": OK, "h_text_output": NOT_STREAM,
     "i_partial_messages": NO_OUTPUT, "i_partial_messages_tool": NO_OUTPUT,
-    "j_stream_json_input": NO_OUTPUT, "j_stream_json_input_file_redirect": NO_RESULT,
+    "j_stream_json_input": NO_OUTPUT, "j_stream_json_input_file_redirect": EMPTY,
     "j_stream_json_input_two_turns": NO_OUTPUT,
     "k_mcp_strict_missing_server": NO_OUTPUT, "k_model_alias_sonnet": NO_OUTPUT, "k_session_id": NO_OUTPUT,
     "k_stdin_open_pipe": NO_OUTPUT, "k_tools_restricted": NO_OUTPUT,
-    "l_schema_file_path": NO_RESULT, "l_schema_invalid_jsonschema": NO_OUTPUT, "l_schema_not_json": NO_RESULT,
-    "l_schema_not_object": NO_RESULT, "l_stream_json_without_verbose": NO_RESULT,
-    "l_variadic_option_eats_prompt": NO_RESULT,
+    "l_schema_file_path": EMPTY, "l_schema_invalid_jsonschema": NO_OUTPUT, "l_schema_not_json": EMPTY,
+    "l_schema_not_object": EMPTY, "l_stream_json_without_verbose": EMPTY,
+    "l_variadic_option_eats_prompt": EMPTY,
     "m_nonessential_traffic_on": NO_OUTPUT, "n_sigterm_while_api_hangs": NO_RESULT,
 }
 
@@ -56,6 +60,11 @@ def test_every_capture_has_an_expectation():
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_fixture_outcome(scenario, db, validator, settings):
+    if isinstance(EXPECTED[scenario], str):  # refused, nothing stored
+        with pytest.raises(IngestError, match=EXPECTED[scenario]):
+            await ingest_path(db, fixture_stream(scenario), validator, settings, tier=1)
+        assert await db.fetchval("SELECT count(*) FROM sessions") == 0
+        return
     status, source, degraded, n_events, n_memories, n_checks, subtype = EXPECTED[scenario]
     report, stored = await ingest_path(db, fixture_stream(scenario), validator, settings, tier=1)
     assert stored

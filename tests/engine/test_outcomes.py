@@ -288,3 +288,33 @@ def test_summarize_without_any_result_line(v):
     assert s.validation_valid is None
     assert s.validation_errors is None
     assert s.degraded is False
+
+
+# -- issue #9 §1: whatever the stream held, the decision is storable ------------------------------
+
+def test_hostile_output_is_sanitised_before_it_is_validated_and_kept(v):
+    hostile = dict(VALID, extra={"n": float("nan"), "big": 2**80, "s": "cut \ud83d"})
+    o = decide(v, result(structured=hostile))
+    assert o.output_ok and o.output["extra"] == {"n": None, "big": None, "s": "cut \ufffd"}
+    json.dumps(o.record().output, allow_nan=False).encode("utf-8")
+    call = decide(v, retries_exhausted(), calls=[{"summary": float("inf"), "events": "\udfff"}])
+    assert call.output == {"summary": None, "events": "\ufffd"} and not call.output_ok
+    for issue in call.validation.errors:
+        issue.message.encode("utf-8")
+
+
+def test_totals_are_null_when_out_of_range(v):
+    big = decide(v, result(duration_ms=2**63 - 1, total_cost_usd=1e308, num_turns=2**70,
+                           usage={"input_tokens": float("inf"), "output_tokens": 2**62}))
+    sums = totals([big, big, big])
+    # 64-bit overflow and float overflow are no figures; they stay NULL even if a later attempt is small
+    assert (sums["duration_ms"], sums["cost_usd"], sums["num_turns"], sums["input_tokens"]) == (None, None, None, None)
+    assert sums["output_tokens"] is None  # 3 * 2**62 > 2**63 - 1
+    assert totals([big])["output_tokens"] == 2**62 and totals([big])["cost_usd"] == 1e308
+
+
+def test_summarize_keeps_only_text_for_init_facts(v):
+    facts = SessionFacts(line_count=1, cli_model={"a": 1}, cwd="/w\ud83d", handoff_raw=None,  # type: ignore[arg-type]
+                         notes=[], exit_code=0, stderr_tail=None)
+    s = summarize([decide(v, result(structured=VALID))], facts)
+    assert (s.cli_model, s.cwd) == (None, "/w\ufffd")

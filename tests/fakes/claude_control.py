@@ -36,6 +36,7 @@ FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"
 STAGE_KEYS = {
     "lines", "replay", "session_id", "delay", "start_delay", "mode", "after", "size",
     "ignore_sigterm", "spawn_child", "partial_line", "signal", "stderr", "exit_code", "check_argv",
+    "setsid_child", "daemon", "clear_pdeathsig",
 }
 MODES = ("normal", "crash", "hang", "huge_line", "no_result", "no_structured")
 

@@ -30,6 +30,13 @@ STAGE::
     "ignore_sigterm": false      ignore SIGTERM (any mode)
     "spawn_child": false         start `sleep 1000` in our process group first (any mode);
                                  it inherits stdout/stderr; its pid is logged as child_pid
+    "setsid_child": false        start `sleep 1000` that calls setsid (leaves our process group
+                                 and session, stays our child) and keeps stdout/stderr open;
+                                 its pid is logged as daemon_pid, its group as daemon_pgid
+    "daemon": false              the same, daemonized: double fork + setsid, so it is reparented
+                                 at once (no longer our descendant); pid logged as daemon_pid
+    "clear_pdeathsig": false     reset the parent-death signal the supervisor set (as if the
+                                 platform had none), so the fake outlives a killed supervisor
     "partial_line": "..."        crash: written without a newline just before dying
     "signal": "SIGSEGV"          crash: die by this signal instead of os._exit
     "stderr": "..."              written to stderr before any stdout line
@@ -48,7 +55,11 @@ variadic option such as --allowedTools swallowed it) while stdin is /dev/null.
 Log line fields: ts, invocation, stage_index, argv (arguments after the program),
 parsed (prompt, model, json_schema, ...), cwd, env (the environment minus
 FAKE_CLAUDE_CONTROL, read from /proc/self/environ), stdin_is_devnull, stdin_kind, pid, ppid, pgid, sid, control,
-session_id (the substituted id or null), usage_error, version_probe, child_pid (if any).
+session_id (the substituted id or null), usage_error, version_probe, child_pid (if any),
+daemon_pid (if any), pdeathsig (the parent-death signal number this process was started with,
+Linux; 0 = none), stdin_prompt (the prompt read from stdin when -p got no prompt argument and
+stdin is not /dev/null, else null), system_prompt_file_text (the content of
+--append-system-prompt-file when given, else null).
 """
 
 from __future__ import annotations
@@ -380,6 +391,64 @@ def spawn_grandchild() -> int:
     return child.pid
 
 
+def spawn_detached(double_fork: bool) -> int:
+    """`sleep 1000` in a new session (setsid), holding our stdout/stderr; returns its pid."""
+    import shutil
+
+    sleep = shutil.which("sleep", path=os.environ.get("PATH") or os.defpath) or "/bin/sleep"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: new session, then (double fork) a grandchild, which execs sleep
+        try:
+            os.close(r)
+            os.setsid()
+            if double_fork and os.fork() != 0:
+                os._exit(0)  # the intermediate exits: the daemon is reparented
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            fd = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(fd, 0)
+            os.execv(sleep, [sleep, "1000"])  # noqa: S606 (a fixed program, no shell)
+        finally:
+            os._exit(127)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 64):
+        data += chunk
+    os.close(r)
+    if double_fork:
+        os.waitpid(pid, 0)  # reap the intermediate
+    return int(data)
+
+
+def _prctl():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def pdeathsig() -> int | None:
+    """The parent-death signal this process has (PR_GET_PDEATHSIG), None when unknown."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    import ctypes
+
+    value = ctypes.c_int(0)
+    if prctl(2, ctypes.byref(value), 0, 0, 0) != 0:
+        return None
+    return value.value
+
+
+def clear_pdeathsig() -> None:
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(1, 0, 0, 0, 0)
+
+
 def run(argv: list[str]) -> int:
     args = argv[1:]
     control_path = os.environ.pop(CONTROL_ENV, None) or os.path.join(
@@ -393,8 +462,22 @@ def run(argv: list[str]) -> int:
         "cwd": os.getcwd(), "env": exec_environment(), "stdin_is_devnull": kind == "devnull",
         "stdin_kind": kind, "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgrp(),
         "sid": os.getsid(0), "control": control_path, "session_id": None, "usage_error": None,
-        "version_probe": version_probe,
+        "version_probe": version_probe, "pdeathsig": pdeathsig(), "stdin_prompt": None,
+        "system_prompt_file_text": None,
     }
+    if parsed.get("print") and parsed.get("prompt") is None and kind in ("pipe", "file", "socket"):
+        # The real CLI reads -p's prompt from stdin when no prompt argument is given (reference §2).
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
+        record["stdin_prompt"] = text
+        if text.strip():
+            kind = "stdin-prompt"  # usage_error: the prompt was provided
+    if isinstance(parsed.get("append_system_prompt_file"), str):
+        try:
+            with open(parsed["append_system_prompt_file"], encoding="utf-8") as fh:
+                record["system_prompt_file_text"] = fh.read()
+        except OSError as exc:
+            record["system_prompt_file_text"] = None
+            record["system_prompt_file_error"] = str(exc)
 
     try:
         with open(control_path, encoding="utf-8") as fh:
@@ -446,8 +529,13 @@ def run(argv: list[str]) -> int:
         return 1
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if stage.get("clear_pdeathsig"):
+        clear_pdeathsig()
     if stage.get("spawn_child"):
         record["child_pid"] = spawn_grandchild()
+    if stage.get("setsid_child") or stage.get("daemon"):
+        record["daemon_pid"] = spawn_detached(double_fork=bool(stage.get("daemon")))
+        record["daemon_pgid"] = os.getpgid(record["daemon_pid"])
     if stage.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     append_log(log_path, record)

@@ -31,3 +31,20 @@ def test_missing_result_line():
     st = decide_status(None, exit_code=137, last_retry={"attempt": 3, "max_retries": 10, "error_status": 500,
                                                         "error": "server_error"})
     assert st.status == "failed" and "exit code 137" in st.reason and "attempt 3/10" in st.reason
+
+
+def test_a_hostile_api_retry_line_still_gives_a_storable_reason():
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    retry = {"attempt": {"a": [1]}, "max_retries": float("inf"), "error_status": deep, "error": "x" * 10_000 + "\ud83d"}
+    st = decide_status(None, exit_code=1, last_retry=retry)
+    st.reason.encode("utf-8")
+    assert 'attempt {"a":[1]}/Infinity' in st.reason and "(nested too deeply)" in st.reason
+    assert len(st.reason) < 2_000
+
+
+def test_a_hostile_result_line_still_gives_a_storable_reason():
+    st = decide_status(_result(subtype="error_during_execution", errors=[{"e": [1]}, "\ud83d"], result=7))
+    st.reason.encode("utf-8")
+    assert '{"e":[1]}; \ufffd' in st.reason

@@ -49,3 +49,28 @@ def test_wire_schema_drops_meta_keywords_only(validator):
     assert "$schema" not in wire and "$id" not in wire
     assert wire["required"] == validator.schema["required"]
     assert '", "' not in validator.wire_schema() and '": ' not in validator.wire_schema()  # compact
+
+
+def test_validation_of_any_value_never_raises_and_its_messages_are_storable(validator):
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    recursive = OutputValidator({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                                 "$ref": "#/$defs/n"})
+    result = recursive.validate(deep)
+    assert not result.valid and result.errors[0].path == "$" and "nested too deeply" in result.errors[0].message
+    huge = validator.validate({"summary": "x", "events": "\ud83d" + "y" * 100_000, "escalation": {"needed": True},
+                               "services_checked": []})
+    assert not huge.valid
+    for issue in huge.errors:
+        issue.message.encode("utf-8")
+        assert len(issue.message) <= 1_000
+
+
+@pytest.mark.parametrize("text,msg", [('{"type": "object", "maximum": NaN}', "not valid JSON: NaN is not a JSON value"),
+                                      ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply")])
+def test_a_schema_file_that_is_not_plain_json_is_refused(tmp_path, text, msg):
+    path = tmp_path / "schema.json"
+    path.write_text(text)
+    with pytest.raises(SchemaLoadError, match=msg):
+        OutputValidator.from_file(path)

@@ -104,3 +104,103 @@ def test_a_type_that_is_not_a_string_is_kept_as_unknown(value):
     parsed = parse_line(line)
     assert parsed is not None and parsed.raw == line
     assert isinstance(parsed, UnknownLine) or parsed.type == "unknown"
+
+
+# -- issue #9 §1: any JSON value in any field ----------------------------------------------------
+
+def test_lines_json_cannot_decode_are_text_with_a_note():
+    deep = parse_line("[" * 50_000 + "]" * 50_000)
+    assert isinstance(deep, TextLine) and deep.subtype == "too_deep"
+    assert deep.display().startswith("(JSON nested too deeply to parse) [[[")
+    cut = parse_line('{"type": "assistant", "message": {"content": [{"type": "te')
+    assert isinstance(cut, TextLine) and cut.subtype == "bad_json" and cut.display().startswith("(invalid JSON: ")
+    binary = parse_line(b"\xff\xfe{")
+    assert isinstance(binary, TextLine) and binary.subtype == "not_utf8" and binary.raw == "\\xff\\xfe{"
+    plain = parse_line("just a warning")
+    assert isinstance(plain, TextLine) and plain.subtype is None and plain.display() == "just a warning"
+
+
+def test_an_array_nested_in_an_array_is_not_parsed_recursively():
+    line = "[" + "[" * 900 + "]" * 900 + ', {"type": "result", "subtype": "success"}]'
+    parsed = parse_line(line)
+    if isinstance(parsed, ArrayLine):  # decoded (the stack allowed it): the inner array is one unknown item
+        assert [type(i) for i in parsed.items] == [UnknownLine, ResultLine]
+        assert parsed.items[0].raw == "(nested too deeply)" or parsed.items[0].raw.startswith("[[")
+    else:
+        assert isinstance(parsed, TextLine) and parsed.subtype == "too_deep"
+
+
+def test_result_accessors_are_storable_whatever_the_line_holds():
+    r = parse_line('{"type": "result", "subtype": "success", "num_turns": 99999999999999999999999,'
+                   ' "api_error_status": -9223372036854775809, "duration_ms": 9223372036854775807,'
+                   ' "total_cost_usd": 1e999, "duration_api_ms": NaN, "usage": {"input_tokens": Infinity,'
+                   ' "deep": ' + "[" * 100 + "]" * 100 + '}, "result": "cut \\ud83d", "stop_reason": {"x": 1},'
+                   ' "errors": "not a list", "permission_denials": [NaN], "session_id": "s\\udc00"}')
+    assert isinstance(r, ResultLine)
+    assert (r.num_turns, r.api_error_status, r.duration_ms, r.total_cost_usd, r.duration_api_ms) == (
+        None, None, 2**63 - 1, None, None)
+    assert r.usage["input_tokens"] is None and "(nested too deeply)" in json.dumps(r.usage)
+    assert (r.result_text, r.stop_reason, r.errors, r.permission_denials) == ("cut \ufffd", None, [], [None])
+    assert r.session_id == "s\ufffd"
+    assert parse_line('{"type": "result", "total_cost_usd": 10e400}').total_cost_usd is None
+    assert parse_line('{"type": "result", "total_cost_usd": ' + "9" * 400 + "}").total_cost_usd is None
+    r.display().encode("utf-8")
+
+
+@pytest.mark.parametrize("value", ['{"a": [1]}', "[1, 2]", "1e999", "NaN", "99999999999999999999999", '"\\ud83d"',
+                                   "[" * 300 + "]" * 300, "null", "true"])
+def test_any_value_in_a_display_field_displays(value):
+    lines = [
+        '{"type": "system", "subtype": "init", "model": V, "cwd": V, "tools": V, "claude_code_version": V}',
+        '{"type": "system", "subtype": "api_retry", "attempt": V, "max_retries": V, "error_status": V,'
+        ' "error": V, "retry_delay_ms": V}',
+        '{"type": "system", "subtype": "status", "status": V}',
+        '{"type": "system", "subtype": V, "x": V}',
+        '{"type": "assistant", "message": {"content": [{"type": "text", "text": V},'
+        ' {"type": "tool_use", "name": V, "input": V}, {"type": "thinking", "thinking": V}, {"type": V}]}, "error": V}',
+        '{"type": "assistant", "message": {"content": V}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "content": V, "is_error": V},'
+        ' {"type": "tool_result", "content": [{"text": V}]}, {"type": "text", "text": V}, {"type": V}]}}',
+        '{"type": "stream_event", "event": {"type": V, "delta": {"type": V, "text": V}}}',
+        '{"type": "result", "subtype": V, "is_error": V, "errors": [V], "result": V}',
+        '{"type": V, "subtype": V, "session_id": V}',
+    ]
+    for template in lines:
+        parsed = parse_line(template.replace("V", value))
+        assert parsed is not None
+        for text in (parsed.display(), parsed.type, parsed.subtype or "", parsed.session_id or ""):
+            text.encode("utf-8")
+        assert len(parsed.display()) <= 240
+        if isinstance(parsed, SystemLine):
+            assert all(v is None or isinstance(v, str) for v in (parsed.model, parsed.cli_version, parsed.cwd))
+        if isinstance(parsed, AssistantLine):
+            for text in parsed.texts():
+                text.encode("utf-8")
+
+
+def test_init_facts_are_typed():
+    init = parse_line('{"type": "system", "subtype": "init", "model": "m", "claude_code_version": "2.1",'
+                      ' "cwd": "/w\\ud83d", "tools": ["Bash"]}')
+    assert isinstance(init, SystemLine)
+    assert (init.model, init.cli_version, init.cwd, init.tools) == ("m", "2.1", "/w\ufffd", ["Bash"])
+    odd = parse_line('{"type": "system", "subtype": "init", "model": {"a": 1}, "claude_code_version": 2,'
+                     ' "cwd": "", "tools": 7}')
+    assert (odd.model, odd.cli_version, odd.cwd, odd.tools) == (None, None, None, [])
+
+
+def test_json_safe_and_clean_text():
+    from app.stream.parser import MAX_DEPTH, TOO_DEEP, as_text, clean_text, finite, json_safe
+
+    assert clean_text("ok") == "ok" and clean_text("é\ud83d") == "é\ufffd"
+    assert json_safe({"\ud83d": [float("nan"), float("inf"), 2**64, -(2**63), 1.5, True, None, "x"]}) == {
+        "\ufffd": [None, None, None, -(2**63), 1.5, True, None, "x"]}
+    deep: list = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    json.dumps(json_safe(deep), allow_nan=False)
+    assert TOO_DEEP in json.dumps(json_safe(deep))
+    assert (finite(True), finite("1"), finite(2**63), finite(float("-inf")), finite(3)) == (None, None, None, None, 3)
+    nested: list = []
+    for _ in range(5_000):
+        nested = [nested]
+    assert as_text(nested) == TOO_DEEP and as_text(None) == "null" and as_text("\udfff", 5) == "\ufffd"

@@ -245,7 +245,8 @@ async def test_shutdown_stops_the_running_cycle(db, make_settings, validator, tm
         started = time.monotonic()
         await sup.shutdown()
         assert task.done() and time.monotonic() - started < 5
-        assert [s["status"] for s in task.result()] == ["interrupted"]
+        assert [(s["status"], s["status_reason"]) for s in task.result()] == [
+            ("interrupted", "the supervisor shut down while the session ran")]  # not "an operator"
         assert not alive(fake.last()["pid"])
     finally:
         kill_leftovers(fake)

@@ -301,3 +301,63 @@ def test_event_row():
     odd = str(render_event_row({**ev, "level": '"><script>', "id": "x", "session_pk": None}))
     assert 'class="level-info"' in odd and 'id="event-0"' in odd
     assert_safe(odd)
+
+
+# -- issue #9 §1: any JSON value in any field renders ----------------------------------------------
+
+HOSTILE_VALUES = ['{"a": [1]}', "[1, 2]", "1e999", "NaN", "-Infinity", "99999999999999999999999", '"\\ud83d"',
+                  '"<b>\\udc00</b>"', "[" * 600 + "]" * 600, "null", "true"]
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES)
+def test_any_value_in_any_field_renders_escaped_and_encodable(value, caplog):
+    templates = [
+        '{"type": "assistant", "message": {"content": [{"type": "text", "text": V},'
+        ' {"type": "tool_use", "id": V, "name": V, "input": V}, {"type": "tool_use", "name": "Bash",'
+        ' "input": {"command": "ls", "description": V, "x": V}}, {"type": "thinking", "thinking": V},'
+        ' {"type": V, "x": V}]}, "error": V}',
+        '{"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "StructuredOutput", "input": V}]}}',
+        '{"type": "user", "isSynthetic": V, "message": {"content": [{"type": "tool_result", "content": V,'
+        ' "is_error": V}, {"type": "tool_result", "content": [V, {"type": V}, {"text": V}]},'
+        ' {"type": "text", "text": V}, {"type": V}]}}',
+        '{"type": "result", "subtype": V, "is_error": V, "num_turns": V, "duration_ms": V, "total_cost_usd": V,'
+        ' "api_error_status": V, "stop_reason": V, "terminal_reason": V, "errors": [V, V], "result": V,'
+        ' "permission_denials": [V], "structured_output": V}',
+        '{"type": "result", "permission_denials": V, "errors": V}',
+        '{"type": "system", "subtype": "init", "model": V, "claude_code_version": V, "cwd": V,'
+        ' "permissionMode": V, "tools": [V, V], "mcp_servers": [{"name": V, "status": V}, V]}',
+        '{"type": "system", "subtype": "api_retry", "attempt": V, "retry_delay_ms": V, "error": V}',
+        '{"type": "stream_event", "event": {"type": V, "delta": {"type": V, "text": V}}}',
+        '{"type": V, "payload": V}',
+        '[V, {"type": "assistant", "message": {"content": [{"type": "text", "text": V}]}}]',
+        "V",
+    ]
+    for template in templates:
+        raw = template.replace("V", value)
+        html = str(render_activity(row(raw)))
+        html.encode("utf-8")
+        assert_safe(html)
+    assert "cannot render" not in caplog.text  # rendered for real, not by the catch-all
+
+
+def test_a_line_json_cannot_decode_shows_its_note():
+    html = str(render_activity(row("[" * 100_000 + "]" * 100_000)))
+    assert 'class="act text"' in html and "JSON nested too deeply to parse" in html and "more characters" in html
+    cut = str(render_activity(row('{"type": "result", "subtype": "succ')))
+    assert "invalid JSON" in cut and "text/bad_json" in cut
+
+
+def test_formatters_refuse_non_finite_numbers():
+    from app.web.render import fmt_cost, fmt_duration, fmt_int
+
+    assert [fmt_cost(x) for x in (float("nan"), float("inf"), True, 0.5, 3)] == ["—", "—", "—", "$0.5000", "$3.00"]
+    assert [fmt_duration(x) for x in (float("inf"), float("nan"), 1500)] == ["—", "—", "1.5 s"]
+    assert fmt_int(2**70) == f"{2**70:,}"
+
+
+def test_stored_row_fields_of_any_type_render():
+    odd = {"session_pk": "x", "seq": "7", "attempt": None, "ts": 5, "type": None, "subtype": 3, "display": None,
+           "raw": None, "raw_len": "big"}
+    html = str(render_activity(odd))
+    assert 'id="act-0"' in html
+    assert_safe(html)

@@ -437,7 +437,7 @@ def test_serve_refuses_a_non_loopback_bind_without_a_token(clean_env, monkeypatc
 def test_serve_allows_loopback_without_a_token(clean_env, monkeypatch, host):
     calls: list = []
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))
-    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", schedule=False), host, 8080)
+    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", schedule=False), host, _free_port())
     [(_, kwargs)] = calls
     assert kwargs["host"] == host and kwargs["workers"] == 1
 
@@ -447,8 +447,9 @@ def test_serve_allows_a_non_loopback_bind_with_a_token(clean_env, monkeypatch):
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))
     token_file = clean_env / "token"
     token_file.write_text(TOKEN + "\n")
-    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", token_file=token_file), "0.0.0.0", 1)
-    assert len(calls) == 1 and calls[0][1]["host"] == "0.0.0.0"  # uvicorn.run replaced: nothing was bound
+    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", token_file=token_file), "0.0.0.0",
+                  _free_port())
+    assert len(calls) == 1 and calls[0][1]["host"] == "0.0.0.0"  # uvicorn.run replaced: only a bind check ran
     with pytest.raises(ConfigError, match="TIEROPS_TOKEN_FILE"):
         web_app.serve(Settings(db=clean_env / "t.db", token_file=clean_env / "missing"), "127.0.0.1", 1)
 
