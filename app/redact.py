@@ -166,7 +166,8 @@ def redactor_for(settings: Settings) -> Redactor:
 def install_log_redaction(redact: Callable[[str], str]) -> None:
     """Redact every log record of this process, whichever logger or handler it goes to (issue #9
     §5: nothing secret in any log line). Done in the record factory, the one place every record
-    passes through: the message is formatted and masked, a traceback is formatted and masked."""
+    passes through: the template and string arguments are masked (a secret inside a non-string
+    argument's repr passes), a traceback is formatted and masked."""
     previous = logging.getLogRecordFactory()
     if getattr(previous, "_tierops_redacting", False):
         previous = previous._tierops_previous  # type: ignore[attr-defined]  # re-install: replace, don't stack
@@ -174,8 +175,14 @@ def install_log_redaction(redact: Callable[[str], str]) -> None:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
         try:
-            record.msg = redact(record.getMessage())
-            record.args = None
+            # The template and every string argument, keeping the args' shape: some formatters
+            # read record.args themselves (uvicorn's access log unpacks its tuple).
+            if isinstance(record.msg, str):
+                record.msg = redact(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+            elif isinstance(record.args, dict):
+                record.args = {k: redact(v) if isinstance(v, str) else v for k, v in record.args.items()}
             if record.exc_info and not record.exc_text:
                 record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         except Exception:  # a log line must never raise; better the unformatted message than none

@@ -81,3 +81,20 @@ def test_log_records_are_redacted_message_args_and_traceback(caplog):
         assert text.count(MASK) >= 3 and "ValueError" in text
     finally:
         logging.setLogRecordFactory(before)
+
+
+def test_log_redaction_keeps_the_args_shape_uvicorn_relies_on():
+    import logging
+
+    from app.redact import install_log_redaction
+
+    before = logging.getLogRecordFactory()
+    try:
+        install_log_redaction(Redactor())
+        record = logging.getLogger("uvicorn.access").makeRecord(
+            "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+            ("127.0.0.1:5", "GET", "/x?token=abcdefghijkl", "1.1", 200), None)
+        _client, _method, path, _version, status = record.args  # uvicorn's formatter unpacks this
+        assert status == 200 and "abcdefghijkl" not in path and MASK in path
+    finally:
+        logging.setLogRecordFactory(before)
