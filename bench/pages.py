@@ -51,7 +51,7 @@ from app.supervisor.runner import build_argv  # noqa: E402
 
 TARGET_MS = 100.0
 BUILD_VERSION = 3  # bump when the generator changes: invalidates cached files
-FIXTURES = (ROOT.parent / "shared" / "fixtures" / "claude-code" / "2.1.197").resolve()
+FIXTURES = (ROOT / "tests" / "fixtures" / "claude-code" / "2.1.197").resolve()
 PLACEHOLDER_SID = "00000000-0000-4000-8000-00000000beef"
 SERVICES = ["nginx", "postgres", "redis", "api.payments-v2", "web-1-disk", "web-2-disk", "rabbitmq", "cron",
             "cert-expiry", "dns", "haproxy", "kafka", "elasticsearch", "backup-job", "smtp", "ntp"]

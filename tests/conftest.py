@@ -15,8 +15,8 @@ from tests.fakes.claude_control import FIXTURES
 def pytest_configure(config: pytest.Config) -> None:
     if not FIXTURES.is_dir():  # one clear message instead of dozens of failing tests
         raise pytest.UsageError(
-            f"the real CLI captures are missing: {FIXTURES} does not exist. Clone this repository beside "
-            "shared/ (as CI does), or set TIEROPS_SHARED_DIR to the shared/ folder.")
+            f"the real CLI captures are missing: {FIXTURES} does not exist. They are part of the "
+            "repository (tests/fixtures/); restore them with git, or refresh them with scripts/sync-fixtures.sh.")
 
 
 @pytest.fixture

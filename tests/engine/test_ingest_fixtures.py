@@ -1,4 +1,4 @@
-"""Every real capture in ../shared/fixtures/claude-code/2.1.197 ingested, with its outcome asserted.
+"""Every real capture in tests/fixtures/claude-code/2.1.197 (copied from ../shared) ingested, with its outcome asserted.
 
 The expectations are written out per scenario from the reference (not derived from our code);
 line counts are cross-checked against each capture's meta.json.
@@ -54,7 +54,7 @@ EXPECTED = {
 
 
 def test_every_capture_has_an_expectation():
-    assert len(SCENARIOS) == 50, "the shared fixtures are expected to hold 50 captures"
+    assert len(SCENARIOS) == 50, "the captures in tests/fixtures are expected to hold 50 captures"
     assert sorted(EXPECTED) == SCENARIOS
 
 

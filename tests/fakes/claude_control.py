@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-# ../shared beside the clone, as on CI; TIEROPS_SHARED_DIR points elsewhere (one place for all tests).
-SHARED = Path(os.environ.get("TIEROPS_SHARED_DIR") or REPO.parent / "shared")
-FIXTURES = (SHARED / "fixtures" / "claude-code" / "2.1.197").resolve()
+# The real CLI captures live in the repository (issue #10: a lone clone runs the whole suite);
+# scripts/sync-fixtures.sh refreshes them from ../shared/fixtures, where new captures arrive.
+FIXTURES = (REPO / "tests" / "fixtures" / "claude-code" / "2.1.197").resolve()
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"
 
 STAGE_KEYS = {

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Refreshes tests/fixtures/claude-code from the shared captures (../shared/fixtures by default,
+# or the folder given). The tests only ever read tests/fixtures, so a lone clone runs the whole
+# suite (issue #10); run this when new captures arrive there, then commit the result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src="${1:-../shared/fixtures}"
+if [ ! -d "$src/claude-code" ]; then
+    echo "sync-fixtures: $src/claude-code does not exist (give the shared fixtures folder as the argument)" >&2
+    exit 2
+fi
+mkdir -p tests/fixtures
+rsync -a --delete "$src/claude-code/" tests/fixtures/claude-code/ 2>/dev/null \
+    || { rm -rf tests/fixtures/claude-code && cp -r "$src/claude-code" tests/fixtures/claude-code; }
+echo "tests/fixtures/claude-code now mirrors $src/claude-code ($(find tests/fixtures/claude-code -name stdout.jsonl | wc -l) captures)"
