@@ -9,22 +9,32 @@ the same class pydantic builds.
 
 from __future__ import annotations
 
+import difflib
+import os
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
-from app.paths import DEFAULT_SCHEMA_PATH, PROMPTS_DIR
+from app.paths import DB_NAME, DEFAULT_SCHEMA_PATH, PROMPTS_DIR, default_home
 from app.vocab import MAX_TIER, MIN_TIER
 
 __all__ = [
+    "ENV_FILE",
     "PROMPTS_DIR",
     "READ_ONLY_TOOLS",
+    "RENAMED",
     "Settings",
     "TierConfig",
     "get_settings",
+    "unknown_settings",
 ]
+
+ENV_FILE = ".env"
+# Names that once were settings: still honoured, with a warning naming the new one (issue #10).
+RENAMED = {"TIEROPS_STATE_DIR": "TIEROPS_HOME"}
 
 READ_ONLY_TOOLS = (
     "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
@@ -46,9 +56,27 @@ class TierConfig(BaseModel):
 class Settings(BaseSettings):
     """Every TierOps setting; see the README's settings table."""
 
-    model_config = SettingsConfigDict(env_prefix="TIEROPS_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TIEROPS_", env_file=ENV_FILE, extra="ignore")
 
-    db: Path = Field(Path("state/tierops.db"), description="SQLite database file (created with its folder).")
+    # -- state (issue #10) ------------------------------------------------------------------
+    home: Path | None = Field(
+        None,
+        description="State directory: the database, session folders (HOME/sessions/ID), the CLI's HOME "
+        "(HOME/home) and the cycle lock. Default: $XDG_STATE_HOME/tierops, i.e. ~/.local/state/tierops "
+        "(macOS: ~/Library/Application Support/tierops). Same from any working directory; also --home.",
+    )
+    db: Path | None = Field(
+        None, description="SQLite database file, when it must live outside the state directory "
+        "(default: HOME/tierops.db). Also --db.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Application log level: debug, info, warning or error. Also --log-level.")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="Log line format: text, or json (one object per line with session and chain ids, "
+        "for log shippers). Also --log-format.")
+    access_log: bool = Field(True, description="Log every HTTP request of `tierops serve` (logger tierops.access).")
+    retention_days: int = Field(
+        30, ge=0, description="`tierops prune` and the server's daily prune delete finished sessions older than "
+        "this many days, with their transcript and folder (events and memories are kept). 0 = never prune.")
     schema_file: Path = Field(
         DEFAULT_SCHEMA_PATH,
         description="JSON Schema every tier's structured output is validated against.",
@@ -67,11 +95,6 @@ class Settings(BaseSettings):
     )
     # -- supervisor (issue #3) ---------------------------------------------------------------
     claude_bin: str = Field("claude", description="The Claude Code CLI: a path, or a name looked up on PATH.")
-    state_dir: Path = Field(
-        Path("state"),
-        description="Per-session working directories (STATE_DIR/sessions/ID) and the CLI's HOME (STATE_DIR/home) "
-        "live here; both must stay put for --resume to work.",
-    )
     child_env_allow: str = Field(
         "",
         description="Extra environment variable names passed to the CLI, comma separated. It always gets PATH, "
@@ -145,6 +168,23 @@ class Settings(BaseSettings):
     tier3_max_turns: int = Field(80, ge=1, description="--max-turns for tier 3.")
     tier3_prompt_file: Path = Field(
         PROMPTS_DIR / "tier3-remediate.md", description="Prompt file (the -p text) of tier 3.")
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Absolute from the start: a later chdir (the CLI runs in a session folder) changes nothing.
+        self.home = (self.home or default_home()).expanduser().absolute()
+        self.db = (self.db.expanduser().absolute() if self.db is not None else self.home / DB_NAME)
+
+    @property
+    def state_dir(self) -> Path:
+        """The state directory (``TIEROPS_HOME``), resolved."""
+        assert self.home is not None  # set in model_post_init
+        return self.home
+
+    @property
+    def db_path(self) -> Path:
+        """The database file, resolved."""
+        assert self.db is not None  # set in model_post_init
+        return self.db
 
     @field_validator("cron")
     @classmethod
@@ -227,5 +267,52 @@ def _split_top_level(value: str) -> list[str]:
     return parts
 
 
-def get_settings() -> Settings:
-    return Settings()
+def get_settings(**overrides: Any) -> Settings:
+    """The settings from the environment and ``.env``, with ``overrides`` (command-line flags) on top.
+
+    A renamed setting (:data:`RENAMED`) still set under its old name is used under the new one.
+    """
+    for old, new in RENAMED.items():
+        field = new.removeprefix("TIEROPS_").lower()
+        if old in os.environ and new not in os.environ and overrides.get(field) is None:
+            overrides[field] = os.environ[old]
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def unknown_settings(environ: dict[str, str] | None = None, env_file: str | Path | None = ENV_FILE) -> list[str]:
+    """One warning per ``TIEROPS_*`` name in the environment or ``.env`` that is not a setting.
+
+    A typo (``TIEROPS_INTERVALS=60``) would otherwise be ignored without a word and the default
+    used; the warning names the closest known setting.
+    """
+    known = {f"TIEROPS_{name.upper()}" for name in Settings.model_fields}
+    names: dict[str, str] = {}
+    for name in (os.environ if environ is None else environ):
+        names.setdefault(name.upper(), "the environment")
+    if env_file is not None:
+        for name in _env_file_names(Path(env_file)):
+            names.setdefault(name.upper(), str(env_file))
+    warnings = []
+    for name, where in sorted(names.items()):
+        if not name.startswith("TIEROPS_") or name in known:
+            continue
+        if name in RENAMED:
+            warnings.append(f"{name} (in {where}) was renamed {RENAMED[name]}; it is used as {RENAMED[name]}")
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; see `tierops doctor` and the README's settings"
+        warnings.append(f"{name} (in {where}) is not a TierOps setting and is ignored{hint}")
+    return warnings
+
+
+def _env_file_names(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    names = []
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        if line and not line.startswith("#") and "=" in line:
+            names.append(line.split("=", 1)[0].strip())
+    return names

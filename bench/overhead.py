@@ -106,7 +106,7 @@ async def main(n: int, chain: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="tierops-overhead-") as tmp:
         tmp_path = Path(tmp)
         cli = fake_cli(tmp_path)
-        settings = Settings(claude_bin=str(cli), state_dir=tmp_path / "state", db=tmp_path / "bench.db",
+        settings = Settings(claude_bin=str(cli), home=tmp_path / "state", db=tmp_path / "bench.db",
                             output_max_retries=0, kill_grace=1)
         validator = OutputValidator.from_file()
         db = await Database.open(settings.db)

@@ -354,7 +354,7 @@ from app.web import pages
 from app.web.app import create_app
 if int(sys.argv[5]):  # what-if: --transcript-rows
     pages.TRANSCRIPT_ROWS = int(sys.argv[5])
-settings = Settings(db=sys.argv[1], state_dir=sys.argv[4], schedule=False)
+settings = Settings(db=sys.argv[1], home=sys.argv[4], schedule=False)
 uvicorn.run(create_app(settings, token=None), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
             workers=1, access_log=False)
 """

@@ -342,7 +342,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tierops-bench-sse-") as tmp:
         tmpdir = Path(tmp)
         fake, gate = write_fake(tmpdir, args.lines, args.delay)
-        settings = Settings(db=tmpdir / "bench.db", state_dir=tmpdir / "state", claude_bin=str(fake),
+        settings = Settings(db=tmpdir / "bench.db", home=tmpdir / "state", claude_bin=str(fake),
                             schedule=False, kill_grace=1, max_tier=1, output_max_retries=0, _env_file=None)
         app, server, thread, base = start_server(settings)
         ctx = mp.get_context("spawn")

@@ -25,7 +25,7 @@ import logging
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -165,10 +165,18 @@ async def _existing(db: Database, path: Path, session_id: str | None) -> session
     return await sessions.find_anonymous_stream(db, _sha256(path))
 
 
+Progress = Callable[[int, int], None]
+"""Called as ``progress(bytes_read, lines_stored)`` while a stream is ingested (issue #10)."""
+
+PROGRESS_EVERY = 2000  # lines between progress calls: cheap enough to vanish in the ingest time
+
+
 async def ingest_path(db: Database, path: Path, validator: OutputValidator, settings: Settings,
-                      tier: int | None = None, *, shown: str | None = None) -> tuple[SessionReport, bool]:
+                      tier: int | None = None, *, shown: str | None = None,
+                      progress: Progress | None = None) -> tuple[SessionReport, bool]:
     """Returns (report, stored_now). ``stored_now`` is False when the stream was already stored.
-    ``shown`` names the input in messages (``stdin`` for a spooled standard input)."""
+    ``shown`` names the input in messages (``stdin`` for a spooled standard input). ``progress``
+    is called every :data:`PROGRESS_EVERY` lines and once at the end."""
     shown = shown or str(path)
     try:
         check_stream_json(path, shown)
@@ -180,7 +188,7 @@ async def ingest_path(db: Database, path: Path, validator: OutputValidator, sett
     except OSError as exc:
         raise IngestError(f"cannot read {shown}: {exc.strerror}") from None
     try:
-        return await _ingest(db, path, shown, session_id, validator, settings, tier)
+        return await _ingest(db, path, shown, session_id, validator, settings, tier, progress)
     except Exception as exc:  # reading errors are handled inside: a fault here is the store's
         if not is_transient(exc):
             raise
@@ -189,7 +197,7 @@ async def ingest_path(db: Database, path: Path, validator: OutputValidator, sett
 
 
 async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, validator: OutputValidator,
-                  settings: Settings, tier: int | None) -> tuple[SessionReport, bool]:
+                  settings: Settings, tier: int | None, progress: Progress | None) -> tuple[SessionReport, bool]:
     try:
         existing = await _existing(db, path, session_id)
     except OSError as exc:  # hashing the file
@@ -206,6 +214,7 @@ async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, 
                                       trigger=Trigger.INGEST)
     digest = hashlib.sha256()
     read_error: OSError | None = None
+    count = 0
     with path.open("rb") as f:
         lines = iter_lines(f, digest)
         while True:
@@ -217,6 +226,11 @@ async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, 
                 read_error = exc
                 break
             await rec.feed(line)
+            count += 1
+            if progress is not None and count % PROGRESS_EVERY == 0:
+                progress(f.tell(), count)
+        if progress is not None:
+            progress(f.tell(), count)
     if read_error is not None:
         await rec.finalize(status=SessionStatus.FAILED,
                            reason=f"ingest aborted: cannot read {shown}: {read_error.strerror}")

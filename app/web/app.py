@@ -147,7 +147,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redact = redactor_for(settings)  # knows the dashboard token too
         install_log_redaction(redact)
-        db = await Database.open(settings.db, redact=redact)
+        db = await Database.open(settings.db_path, redact=redact)
         validator = OutputValidator.from_file(settings.schema_file)
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)

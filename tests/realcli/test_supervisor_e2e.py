@@ -75,7 +75,7 @@ def child_env(monkeypatch: pytest.MonkeyPatch, fake_api: FakeAnthropic) -> None:
 def make_settings(claude_bin: str, tmp_path: Path, **overrides) -> Settings:
     values = {
         "claude_bin": claude_bin,
-        "state_dir": tmp_path / "state",
+        "home": tmp_path / "state",
         "db": tmp_path / "t.db",
         "child_env_allow": ",".join(DISABLE_VARS),
         "tier1_allowed_tools": "Bash",

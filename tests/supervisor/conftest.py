@@ -43,7 +43,7 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
             binary = str(fake.path)
         else:
             binary = str(fake) if fake is not None else "claude"
-        values = {"claude_bin": binary, "state_dir": tmp_path / "state", "db": tmp_path / "tierops.db", **FAST}
+        values = {"claude_bin": binary, "home": tmp_path / "state", "db": tmp_path / "tierops.db", **FAST}
         values.update(overrides)
         return Settings(**values)
 

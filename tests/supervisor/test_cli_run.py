@@ -26,7 +26,7 @@ def cli_env(tmp_path: Path, claude_bin: Path | str, **extra: str) -> dict[str, s
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIEROPS_")}
     env.update({
         "PYTHONPATH": str(REPO), "TIEROPS_CLAUDE_BIN": str(claude_bin),
-        "TIEROPS_STATE_DIR": str(tmp_path / "state"), "TIEROPS_DB": str(tmp_path / "tierops.db"),
+        "TIEROPS_HOME": str(tmp_path / "state"), "TIEROPS_DB": str(tmp_path / "tierops.db"),
         "TIEROPS_KILL_GRACE": "1", "TIEROPS_TIER1_TIMEOUT": "30", "TIEROPS_TIER2_TIMEOUT": "30",
     })
     env.update(extra)

@@ -185,7 +185,7 @@ async def test_the_cli_is_started_with_a_parent_death_signal(db, make_settings, 
 def _cli_env(tmp_path: Path, fake: cc.FakeClaude) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIEROPS_")}
     env.update({"PYTHONPATH": str(REPO), "TIEROPS_CLAUDE_BIN": str(fake.path),
-                "TIEROPS_STATE_DIR": str(tmp_path / "state"), "TIEROPS_DB": str(tmp_path / "tierops.db"),
+                "TIEROPS_HOME": str(tmp_path / "state"), "TIEROPS_DB": str(tmp_path / "tierops.db"),
                 "TIEROPS_KILL_GRACE": "1", "TIEROPS_TIER1_TIMEOUT": "60"})
     return env
 

@@ -98,7 +98,7 @@ class LiveServer(_Served):
 def _app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
          overrides: dict[str, Any]) -> tuple[Starlette, Settings, FakeClaude]:
     fake = make_fake_claude(tmp_path / f"bin{n}", stages or [{"lines": []}])
-    settings = Settings(db=tmp_path / "web.db", state_dir=tmp_path / "state", claude_bin=str(fake.path),
+    settings = Settings(db=tmp_path / "web.db", home=tmp_path / "state", claude_bin=str(fake.path),
                         schedule=False, kill_grace=1, **overrides)
     return create_app(settings, token=token), settings, fake
 

@@ -44,7 +44,7 @@ EXPECTED_CHECKS = {
 
 def run_schemathesis(tmp_path: Path, token: str | None) -> dict[str, Any]:
     fake = make_fake_claude(tmp_path / "bin", [{"lines": []}])
-    settings = Settings(db=tmp_path / "st.db", state_dir=tmp_path / "state", claude_bin=str(fake.path),
+    settings = Settings(db=tmp_path / "st.db", home=tmp_path / "state", claude_bin=str(fake.path),
                         schedule=False, kill_grace=1)
     app = create_app(settings, token=token)
     config: dict[str, Any] = {"seed": SEED, "headers": HOST,

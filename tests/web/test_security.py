@@ -426,7 +426,7 @@ def _free_port() -> int:
 def test_serve_refuses_a_non_loopback_bind_without_a_token(clean_env, monkeypatch, host):
     calls: list = []
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))  # never bind, whatever happens
-    settings = Settings(db=clean_env / "t.db", state_dir=clean_env / "state", schedule=False)
+    settings = Settings(db=clean_env / "t.db", home=clean_env / "state", schedule=False)
     with pytest.raises(ConfigError, match="TIEROPS_TOKEN") as exc:
         web_app.serve(settings, host, _free_port())
     assert host in str(exc.value) and "127.0.0.1" in str(exc.value)
@@ -437,7 +437,7 @@ def test_serve_refuses_a_non_loopback_bind_without_a_token(clean_env, monkeypatc
 def test_serve_allows_loopback_without_a_token(clean_env, monkeypatch, host):
     calls: list = []
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))
-    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", schedule=False), host, _free_port())
+    web_app.serve(Settings(db=clean_env / "t.db", home=clean_env / "state", schedule=False), host, _free_port())
     [(_, kwargs)] = calls
     assert kwargs["host"] == host and kwargs["workers"] == 1
 
@@ -447,7 +447,7 @@ def test_serve_allows_a_non_loopback_bind_with_a_token(clean_env, monkeypatch):
     monkeypatch.setattr("uvicorn.run", lambda *a, **k: calls.append((a, k)))
     token_file = clean_env / "token"
     token_file.write_text(TOKEN + "\n")
-    web_app.serve(Settings(db=clean_env / "t.db", state_dir=clean_env / "state", token_file=token_file), "0.0.0.0",
+    web_app.serve(Settings(db=clean_env / "t.db", home=clean_env / "state", token_file=token_file), "0.0.0.0",
                   _free_port())
     assert len(calls) == 1 and calls[0][1]["host"] == "0.0.0.0"  # uvicorn.run replaced: only a bind check ran
     with pytest.raises(ConfigError, match="TIEROPS_TOKEN_FILE"):
@@ -456,7 +456,7 @@ def test_serve_allows_a_non_loopback_bind_with_a_token(clean_env, monkeypatch):
 
 def test_cli_serve_exits_2_on_a_non_loopback_host_without_a_token(clean_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIEROPS_")}
-    env.update(TIEROPS_DB=str(clean_env / "cli.db"), TIEROPS_STATE_DIR=str(clean_env / "state"),
+    env.update(TIEROPS_DB=str(clean_env / "cli.db"), TIEROPS_HOME=str(clean_env / "state"),
                TIEROPS_SCHEDULE="false")
     exe = Path(sys.executable).with_name("tierops")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "app.cli"]

@@ -1,0 +1,233 @@
+"""What every ``tierops`` command shares: the group, settings, the state options, errors, the loop.
+
+Errors that are the operator's to fix (a bad flag, an invalid ``TIEROPS_*`` setting, a missing or
+non-stream-json file, a bad schema, an unreadable or missing database, a full disk) print one
+line starting with ``tierops: error:`` and exit 2, never a traceback; nothing already stored is
+touched by a failed command. Unknown ``TIEROPS_*`` names are warned about once per command,
+with the closest known setting (issue #10).
+
+The state directory is found the same way from any working directory (``app/paths.py``); a
+command that only reads the database refuses to create an empty one (issue #10: a ``tierops``
+run from another folder used to make a fresh ``./state/tierops.db`` and report "no sessions").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from app.config import Settings, get_settings, unknown_settings
+from app.engine.ingest import describe_storage_error
+from app.errors import InputError, TierOpsError
+from app.logs import setup_logging
+from app.output.validate import OutputValidator, SchemaLoadError
+from app.redact import Redactor, install_log_redaction
+from app.store.db import Database, is_transient
+
+EXIT_BAD_INPUT = 2
+EXIT_STOPPED = 130  # 128 + SIGINT, as shells report a stopped command
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CommandError(InputError):
+    """An operator-facing error: printed as one line, exit code 2."""
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"tierops: error: {' '.join(message.splitlines())}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def warn(message: str) -> None:
+    click.echo(f"tierops: warning: {' '.join(message.splitlines())}", err=True)
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """Each invalid setting under its environment name: ``TIEROPS_TIER1_TIMEOUT: … (got 'abc')``."""
+    problems = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        name = f"TIEROPS_{field.upper()}" if field else "settings"
+        message = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
+        if isinstance(value, str) and "token" not in field:  # never echo a secret
+            shown = value if len(value) <= 60 else value[:57] + "..."
+            message += f" (got {shown!r})"
+        problems.append(f"{name}: {message}")
+    return "; ".join(problems)
+
+
+def try_settings(**overrides: Any) -> Settings:
+    """The settings, or :class:`CommandError` with every invalid one named (no traceback)."""
+    try:
+        return get_settings(**overrides)
+    except ValidationError as exc:
+        raise CommandError(settings_problems(exc)) from None
+    except SettingsError as exc:
+        # pydantic-settings could not even parse a value (e.g. a list setting that is not JSON)
+        raise CommandError(f"settings: {exc}") from None
+
+
+_warned = False
+
+
+def load_settings(ctx: click.Context | None = None, *, home: str | None = None, db: str | None = None) -> Settings:
+    """Settings from flags > environment > ``.env`` > defaults; exits 2 with one line if invalid."""
+    global _warned
+    if not _warned:  # once per process, even when a command loads settings twice
+        _warned = True
+        for message in unknown_settings():
+            warn(message)
+    if ctx is not None:
+        home = home or ctx.params.get("home")
+        db = db or ctx.params.get("db")
+    try:
+        return try_settings(home=home, db=db)
+    except CommandError as exc:
+        fail(str(exc))
+
+
+def require_database(settings: Settings) -> None:
+    """A command that only reads refuses to create an empty database (issue #10)."""
+    path = settings.db_path
+    if path.is_file():
+        return
+    where = f"TIEROPS_HOME={settings.state_dir}" if path.parent == settings.state_dir else f"TIEROPS_DB={path}"
+    if path.exists():
+        fail(f"{path} is not a database file ({where})")
+    fail(f"no database at {path} ({where}): nothing has been stored there yet. Point --home (or "
+         "TIEROPS_HOME) at the state directory you meant, or create this one with `tierops ingest`, "
+         "`tierops run` or `tierops serve`")
+
+
+def describe_state() -> str:
+    """The database the command would use, for ``--help`` (never fails)."""
+    try:
+        settings = get_settings()
+    except Exception:  # --help must work whatever the settings say
+        return "unknown: the settings are invalid, see `tierops doctor`"
+    state = "exists" if settings.db_path.is_file() else "not created yet"
+    return f"{settings.db_path}, {state}"
+
+
+class _StateOption(click.Option):
+    """``--home``/``--db`` whose help says which database is in use right now (issue #10)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None or self.name != "home":
+            return record
+        return record[0], f"{record[1]} [now: {describe_state()}]"
+
+
+def state_options(fn: F) -> F:
+    """``--home`` and ``--db`` on a command; ``load_settings(ctx)`` picks them up."""
+    fn = click.option("--db", "db", metavar="PATH", cls=_StateOption,
+                      help="SQLite file, when not HOME/tierops.db (or $TIEROPS_DB).")(fn)
+    fn = click.option("--home", "home", metavar="DIR", cls=_StateOption,
+                      help="State directory (or $TIEROPS_HOME; default ~/.local/state/tierops).")(fn)
+    return fn
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def run_async(fn: Callable[[], Awaitable[Any]], *, stoppable: bool = False) -> Any:
+    """Run ``fn`` on a fresh event loop. Every :class:`TierOpsError` is one error line, exit 2.
+
+    ``stoppable``: SIGTERM and SIGINT cancel the command's task through the loop's own signal
+    handlers (``loop.add_signal_handler``), so running sessions are finalized ``interrupted`` and
+    their process groups killed. Installed on the loop, the handlers also work when the shell
+    started us with SIGINT ignored (a background job of a non-interactive shell).
+    """
+    async def main() -> Any:
+        if stoppable:
+            loop = asyncio.get_running_loop()
+            if (task := asyncio.current_task()) is not None:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, task.cancel)
+        return await fn()
+
+    try:
+        return asyncio.run(main())
+    except TierOpsError as exc:
+        fail(str(exc))
+    except Exception as exc:
+        if not is_transient(exc):  # a bug: its traceback is the useful output
+            raise
+        fail(f"storage error: {describe_storage_error(exc)}")  # disk full, I/O error, locked
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        click.echo("stopped", err=True)
+        sys.exit(EXIT_STOPPED)
+
+
+async def open_store(settings: Settings) -> Database:
+    return await Database.open(settings.db_path)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def load_validator(path: str | Path) -> OutputValidator:
+    try:
+        return OutputValidator.from_file(path)
+    except SchemaLoadError as exc:
+        fail(str(exc))
+
+
+class TierOpsGroup(click.Group):
+    """click's usage errors (a bad flag or value) as one ``tierops: error:`` line and exit 2, like
+    every other error, instead of click's usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        kwargs.setdefault("prog_name", "tierops")  # also under python -m app
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            fail(exc.format_message() + hint)
+        except click.ClickException as exc:
+            fail(exc.format_message())
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LONG_RUNNING = frozenset({"serve", "supervise", "run", "prune", "backup"})
+
+
+@click.group(cls=TierOpsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tierops")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), default=None,
+              help="Application log level (or $TIEROPS_LOG_LEVEL; default info).")
+@click.option("--log-format", type=click.Choice(("text", "json")), default=None,
+              help="text, or json lines with session and chain ids (or $TIEROPS_LOG_FORMAT).")
+@click.pass_context
+def main(ctx: click.Context, log_level: str | None, log_format: str | None) -> None:
+    """TierOps: tiered Claude Code health checks — ingest, store, route, escalate.
+
+    State (the database, session folders, the CLI's HOME, the cycle lock) lives in one
+    directory: --home or $TIEROPS_HOME, else ~/.local/state/tierops. `tierops doctor` checks it.
+    """
+    # Nothing secret in any log line (issue #9 §5), whichever command logs.
+    install_log_redaction(Redactor.from_environment())
+    # Invalid TIEROPS_LOG_* values are reported by the command's own settings load (one line,
+    # exit 2); here they fall back to the defaults so that --help always works.
+    # The long-running commands log their cycles and sessions at info; the one-shot ones only
+    # say something when it is worth a warning, unless asked.
+    default = "info" if ctx.invoked_subcommand in LONG_RUNNING else "warning"
+    setup_logging(level=log_level, fmt=log_format, default_level=default)

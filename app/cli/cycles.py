@@ -1,0 +1,115 @@
+"""The commands that run sessions: ``run`` (one chain now), ``supervise`` (the schedule without a
+web server) and ``serve`` (the dashboard, the API and the schedule).
+
+All three create the state directory and database when there is none (they are how a new
+installation starts); all three log their cycles and sessions at info by default (issue #10).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from app.cli.base import emit_json, fail, json_option, load_settings, load_validator, main, open_store
+from app.cli.base import run_async as _run
+from app.cli.base import state_options
+from app.config import Settings
+from app.errors import TierOpsError
+from app.output.validate import OutputValidator
+from app.store.rows import ChainLink
+from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
+
+log = logging.getLogger(__name__)
+
+
+def _supervisor_parts(home: str | None, db: str | None) -> tuple[Settings, OutputValidator]:
+    settings = load_settings(home=home, db=db)
+    return settings, load_validator(settings.schema_file)
+
+
+def _render_chain(chain: list[ChainLink]) -> str:
+    lines = []
+    for s in chain:
+        cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
+        flags = " degraded" if s["degraded"] else ""
+        lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{s['session_id'] or '-'}]: {s['status']}{flags}, "
+                     f"source {s['source']}, attempts {s['attempts']}, {cost}")
+        if s["status_reason"]:
+            lines.append(f"  reason: {s['status_reason']}")
+        if s["escalated_to"]:
+            lines.append(f"  escalated to session {s['escalated_to']}: {s['escalation_reason'] or ''}")
+        if s["attention"]:
+            lines.append(f"  NEEDS HUMAN ATTENTION: {s['attention']}")
+    total = sum(s["cost_usd"] or 0 for s in chain)
+    lines.append(f"chain: {len(chain)} session(s), ${total:.4f}")
+    return "\n".join(lines)
+
+
+@main.command()
+@state_options
+@json_option
+@click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER), default=MIN_TIER, show_default=True,
+              help="Tier to start the chain at.")
+@click.option("--prompt", "prompt", help="Extra operator request appended to the tier prompt.")
+def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str | None) -> None:
+    """Run one escalation chain now and print it. Refused at once while another cycle runs."""
+    from app.supervisor.scheduler import Supervisor
+
+    settings, validator = _supervisor_parts(home, db)
+    if tier > settings.max_tier:
+        fail(f"--tier {tier} is above TIEROPS_MAX_TIER={settings.max_tier}")
+
+    async def go() -> list[ChainLink]:
+        async with await open_store(settings) as store:
+            return await Supervisor(store, settings, validator).run_cycle(tier=tier, prompt=prompt,
+                                                                          trigger=Trigger.MANUAL)
+
+    chain = _run(go, stoppable=True)
+    if as_json:
+        emit_json(chain)
+    else:
+        click.echo(_render_chain(chain))
+    if any(s["status"] == SessionStatus.FAILED for s in chain):
+        sys.exit(1)
+
+
+@main.command()
+@state_options
+@click.option("--once", is_flag=True, help="Run one scheduled cycle and exit.")
+def supervise(home: str | None, db: str | None, once: bool) -> None:
+    """Run cycles every TIEROPS_INTERVAL seconds (or on TIEROPS_CRON), first one at start."""
+    from app.supervisor.scheduler import Supervisor
+
+    settings, validator = _supervisor_parts(home, db)
+
+    async def go() -> None:
+        async with await open_store(settings) as store:
+            sup = Supervisor(store, settings, validator)
+            recovered = await sup.recover_interrupted()
+            if recovered:
+                click.echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
+            try:
+                await sup.run_forever(cycles=1 if once else None)
+            finally:
+                await sup.shutdown()
+            if sup.last_chain:
+                click.echo(_render_chain(sup.last_chain))
+
+    _run(go, stoppable=True)
+
+
+@main.command()
+@state_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs a token).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+def serve(home: str | None, db: str | None, host: str, port: int) -> None:
+    """Serve the dashboard and REST API, and run the scheduled cycles (unless TIEROPS_SCHEDULE=false)."""
+    from app.web.app import serve as serve_app
+
+    settings, _ = _supervisor_parts(home, db)
+    try:
+        serve_app(settings, host, port)
+    except TierOpsError as exc:
+        fail(str(exc))

@@ -1,0 +1,231 @@
+"""Settings: every knob has a ``TIEROPS_`` environment variable, a default and a description.
+
+The README's settings table is checked against these fields by ``tests/test_docs.py``, so a
+setting cannot be added without being documented.
+
+Every field is written out (the per-tier ones too) so that type checkers, IDEs and readers see
+the same class pydantic builds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import ConfigError
+from app.paths import DEFAULT_SCHEMA_PATH, PROMPTS_DIR
+from app.vocab import MAX_TIER, MIN_TIER
+
+__all__ = [
+    "PROMPTS_DIR",
+    "READ_ONLY_TOOLS",
+    "Settings",
+    "TierConfig",
+    "get_settings",
+]
+
+READ_ONLY_TOOLS = (
+    "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
+    "Bash(journalctl *),Bash(df *),Bash(free *),Bash(uptime),Bash(ss *),Bash(ps *),Bash(curl *),"
+    "Bash(docker ps *),Bash(docker inspect *),Bash(docker logs *),Bash(openssl *),Bash(cat *),Bash(tail *)"
+)
+
+
+class TierConfig(BaseModel):
+    tier: int
+    model: str
+    allowed_tools: list[str]
+    disallowed_tools: list[str]
+    timeout: int
+    max_turns: int
+    prompt_file: Path
+
+
+class Settings(BaseSettings):
+    """Every TierOps setting; see the README's settings table."""
+
+    model_config = SettingsConfigDict(env_prefix="TIEROPS_", env_file=".env", extra="ignore")
+
+    db: Path = Field(Path("state/tierops.db"), description="SQLite database file (created with its folder).")
+    schema_file: Path = Field(
+        DEFAULT_SCHEMA_PATH,
+        description="JSON Schema every tier's structured output is validated against.",
+    )
+    handoff_file: str = Field(
+        "handoff.json",
+        description="Legacy escalation file, used only without valid structured output; relative paths are "
+        "resolved against the session's working directory.",
+    )
+    memory_initial_confidence: float = Field(
+        0.7, ge=0, le=1, description="Confidence of a newly learned memory."
+    )
+    memory_reinforce: float = Field(
+        0.3, ge=0, le=1,
+        description="When a memory is repeated, this share of the gap to 1.0 is added to its confidence.",
+    )
+    # -- supervisor (issue #3) ---------------------------------------------------------------
+    claude_bin: str = Field("claude", description="The Claude Code CLI: a path, or a name looked up on PATH.")
+    state_dir: Path = Field(
+        Path("state"),
+        description="Per-session working directories (STATE_DIR/sessions/ID) and the CLI's HOME (STATE_DIR/home) "
+        "live here; both must stay put for --resume to work.",
+    )
+    child_env_allow: str = Field(
+        "",
+        description="Extra environment variable names passed to the CLI, comma separated. It always gets PATH, "
+        "HOME (its own), LANG, TZ and every ANTHROPIC_* and CLAUDE_CODE_* variable.",
+    )
+    add_dirs: str = Field(
+        "/",
+        description="Directories the CLI may work in besides the session's own (--add-dir), comma separated. "
+        "The CLI blocks even read-only commands (cat, tail, grep) outside these, whatever the allow rules say.",
+    )
+    max_tier: int = Field(
+        MAX_TIER, ge=MIN_TIER, le=MAX_TIER, description="Highest tier an escalation chain may reach."
+    )
+    interval: int = Field(3600, ge=10, description="Seconds between scheduled cycles (first cycle at start).")
+    cron: str = Field("", description="Cron expression for cycles instead of TIEROPS_INTERVAL, e.g. '*/30 * * * *'.")
+    storage_retry_limit: float = Field(
+        180.0, ge=0,
+        description="Seconds a session keeps retrying failed database writes (locked, disk full, I/O error) while it "
+        "buffers its lines; past this it ends failed with 'storage error' and its CLI is killed.",
+    )
+    output_max_retries: int = Field(
+        2, ge=0, le=10,
+        description="Resumes of the same session asking again for valid structured output before falling back "
+        "to markers/handoff.json.",
+    )
+    memory_prompt_budget: int = Field(
+        4000, ge=0, description="Characters of memories given to each tier in the appended system prompt."
+    )
+    chain_budget_usd: float = Field(
+        0.0, ge=0, description="Stop escalating once a chain has cost this much (0 = no limit)."
+    )
+    kill_grace: float = Field(10.0, ge=0, description="Seconds between SIGTERM and SIGKILL when a session is stopped.")
+    # -- dashboard and API (issue #4) --------------------------------------------------------
+    token: SecretStr | None = Field(
+        None, description="Bearer token for the API and the dashboard login. Required to bind to a non-loopback "
+        "address.")
+    token_file: Path | None = Field(
+        None, description="File holding the token (instead of TIEROPS_TOKEN); a missing file is an error at start.")
+    schedule: bool = Field(True, description="Run scheduled cycles inside `tierops serve` (false: only Run Now).")
+
+    # -- tier 1: observe ---------------------------------------------------------------------
+    tier1_model: str = Field("haiku", description="Model alias or id for tier 1.")
+    tier1_allowed_tools: str = Field(
+        READ_ONLY_TOOLS, description="--allowedTools rules for tier 1, comma separated.")
+    tier1_disallowed_tools: str = Field(
+        "Edit,Write,NotebookEdit,WebFetch,WebSearch",
+        description="--disallowedTools for tier 1, comma separated (a bare name removes the tool).")
+    tier1_timeout: int = Field(600, ge=1, description="Seconds before a tier 1 run is killed.")
+    tier1_max_turns: int = Field(30, ge=1, description="--max-turns for tier 1.")
+    tier1_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier1-observe.md", description="Prompt file (the -p text) of tier 1.")
+    # -- tier 2: investigate -----------------------------------------------------------------
+    tier2_model: str = Field("sonnet", description="Model alias or id for tier 2.")
+    tier2_allowed_tools: str = Field(
+        "Read,Grep,Glob,Bash", description="--allowedTools rules for tier 2, comma separated.")
+    tier2_disallowed_tools: str = Field(
+        "NotebookEdit,WebFetch,WebSearch",
+        description="--disallowedTools for tier 2, comma separated (a bare name removes the tool).")
+    tier2_timeout: int = Field(900, ge=1, description="Seconds before a tier 2 run is killed.")
+    tier2_max_turns: int = Field(50, ge=1, description="--max-turns for tier 2.")
+    tier2_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier2-investigate.md", description="Prompt file (the -p text) of tier 2.")
+    # -- tier 3: remediate -------------------------------------------------------------------
+    tier3_model: str = Field("opus", description="Model alias or id for tier 3.")
+    tier3_allowed_tools: str = Field(
+        "Read,Grep,Glob,Bash,Edit,Write", description="--allowedTools rules for tier 3, comma separated.")
+    tier3_disallowed_tools: str = Field(
+        "WebSearch",
+        description="--disallowedTools for tier 3, comma separated (a bare name removes the tool).")
+    tier3_timeout: int = Field(1800, ge=1, description="Seconds before a tier 3 run is killed.")
+    tier3_max_turns: int = Field(80, ge=1, description="--max-turns for tier 3.")
+    tier3_prompt_file: Path = Field(
+        PROMPTS_DIR / "tier3-remediate.md", description="Prompt file (the -p text) of tier 3.")
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        if value.strip():
+            from croniter import croniter
+
+            if not croniter.is_valid(value.strip()):
+                raise ValueError(f"not a valid cron expression: {value!r}")
+        return value.strip()
+
+    def tier(self, n: int) -> TierConfig:
+        """The configuration of tier ``n`` (``MIN_TIER``..``MAX_TIER``)."""
+        match n:
+            case 1:
+                model, allowed, disallowed = self.tier1_model, self.tier1_allowed_tools, self.tier1_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier1_timeout, self.tier1_max_turns, self.tier1_prompt_file
+            case 2:
+                model, allowed, disallowed = self.tier2_model, self.tier2_allowed_tools, self.tier2_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier2_timeout, self.tier2_max_turns, self.tier2_prompt_file
+            case 3:
+                model, allowed, disallowed = self.tier3_model, self.tier3_allowed_tools, self.tier3_disallowed_tools
+                timeout, max_turns, prompt_file = self.tier3_timeout, self.tier3_max_turns, self.tier3_prompt_file
+            case _:
+                raise ValueError(f"no tier {n}: tiers are {MIN_TIER}..{MAX_TIER}")
+        return TierConfig(
+            tier=n,
+            model=model,
+            allowed_tools=_split(allowed),
+            disallowed_tools=_split(disallowed),
+            timeout=timeout,
+            max_turns=max_turns,
+            prompt_file=prompt_file,
+        )
+
+    def resolved_token(self) -> str | None:
+        """The dashboard/API token from TIEROPS_TOKEN or TIEROPS_TOKEN_FILE (None: auth off).
+
+        Raises :class:`ConfigError` when TIEROPS_TOKEN_FILE is set but unreadable or empty.
+        """
+        if self.token is not None and self.token.get_secret_value().strip():
+            return self.token.get_secret_value().strip()
+        if self.token_file is not None:
+            try:
+                value = self.token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"TIEROPS_TOKEN_FILE {self.token_file}: {exc.strerror}") from None
+            if not value:
+                raise ConfigError(f"TIEROPS_TOKEN_FILE {self.token_file} is empty")
+            return value
+        return None
+
+    def read_dirs(self) -> list[str]:
+        return _split(self.add_dirs)
+
+    def allowed_env(self) -> list[str]:
+        return _split(self.child_env_allow)
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in _split_top_level(value) if part.strip()]
+
+
+def _split_top_level(value: str) -> list[str]:
+    """Split on commas outside parentheses: 'Bash(a, b),Read' → ['Bash(a, b)', 'Read']."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in value:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def get_settings() -> Settings:
+    return Settings()

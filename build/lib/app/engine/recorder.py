@@ -1,0 +1,342 @@
+"""SessionRecorder: one CLI session's stream → activity rows → outcome → routed findings.
+
+Why a class of its own: the same path serves ``tierops ingest`` (a recorded file, read as fast as
+possible) and the supervisor (a live child process, lines stored as they arrive and published to
+the hub, several CLI runs — "attempts" — resumed into one session). It only orchestrates:
+deciding an attempt and the summary is :mod:`app.engine.outcomes`, every write is a named
+function of :mod:`app.store`. Lifecycle::
+
+    rec = await SessionRecorder.begin(db, validator, options, tier=1, ...)  # session row, running
+    await rec.feed(line) ...                                               # every line, stored
+    outcome = await rec.end_attempt(exit_code)                             # result → status, validation
+    [rec.begin_attempt("resume"); feed ...; end_attempt ...]               # output recovery (supervisor)
+    report = await rec.finalize()                                          # one transaction: route + status
+
+Deliberate choices:
+
+* Lines are buffered and written with ``executemany`` (bounded by row count *and* bytes, so a
+  run of 20 MB lines never piles up in memory); ``flush()`` forces a write, which the supervisor
+  calls whenever the child has nothing more to read, so live pages lag by one read at most.
+* Memory is flat in the number of lines: only the last ``result``/``api_retry`` line, the
+  markers found so far and the CLI's StructuredOutput tool inputs are kept, never the transcript.
+* Findings are routed once, in :meth:`finalize`, from the accepted attempt; nothing is routed per
+  attempt, so a recovered session cannot produce duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.clock import LineClock
+from app.engine.outcomes import (
+    AttemptOutcome,
+    Recording,
+    SessionFacts,
+    accepted_outcome,
+    bare_summary,
+    decide_attempt,
+    summarize,
+)
+from app.engine.report import SessionReport, build_report
+from app.errors import StorageUnavailable
+from app.output.handoff import read_handoff
+from app.output.markers import MarkerSet
+from app.output.route import Routed, from_fallback, from_output
+from app.output.validate import OutputValidator
+from app.redact import redactor_for
+from app.store import activity, attempts, sessions
+from app.store.activity import LineTuple
+from app.store.db import Database, is_transient
+from app.store.rows import ActivityRow
+from app.store.sessions import SessionIdentity
+from app.stream.parser import ArrayLine, AssistantLine, ParsedLine, ResultLine, SystemLine, parse_line
+from app.vocab import AttemptKind, SessionStatus, Trigger
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+log = logging.getLogger(__name__)
+
+FLUSH_ROWS = 500
+FLUSH_BYTES = 8 * 1024 * 1024
+# While storage fails, lines stay buffered up to this many bytes and the stream goes on being
+# read; past it, feed() waits for storage (the child then blocks on its full pipe): memory stays
+# bounded and nothing is dropped (issue #9 §2).
+BUFFER_LIMIT = 64 * 1024 * 1024
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 5.0
+
+# Called after each committed batch with (session_pk, rows).
+Publisher = Callable[[int, list[ActivityRow]], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class RecorderOptions:
+    """How a recorder stores and routes; built once per session from the settings."""
+
+    handoff_path: str = "handoff.json"
+    initial_confidence: float = 0.7
+    reinforce: float = 0.3
+    publish: Publisher | None = None
+    redact: Callable[[str], str] | None = None
+    storage_retry_limit: float = 180.0  # seconds of failing writes before StorageUnavailable
+    buffer_limit: int = BUFFER_LIMIT
+
+    @classmethod
+    def from_settings(cls, settings: Settings, publish: Publisher | None = None) -> RecorderOptions:
+        return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
+                   reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings),
+                   storage_retry_limit=settings.storage_retry_limit)
+
+
+class SessionRecorder:
+    def __init__(self, db: Database, validator: OutputValidator, session_pk: int,
+                 options: RecorderOptions | None = None) -> None:
+        self.db = db
+        self.validator = validator
+        self.session_pk = session_pk
+        self.options = options or RecorderOptions()
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.cli_model: str | None = None
+        self.cli_version: str | None = None
+        self.attempt = 1
+        self.attempt_kind: str = AttemptKind.STREAM
+        self.seq = 0
+        self.line_count = 0
+        self.markers = MarkerSet()
+        self.current = Recording()
+        self.outcomes: list[AttemptOutcome] = []
+        self._rows: list[LineTuple] = []
+        self._bytes = 0
+        self._session_id_stored = False
+        self._clock = LineClock()
+        self._failing_since: float | None = None  # monotonic time of the first failed write in a row
+        self._retry_at = 0.0
+        self._backoff = BACKOFF_FIRST
+        # Lines are redacted before they are parsed, so parsed values (structured output, events)
+        # carry no secret either; without an explicit redactor the database's own is used.
+        self._redact: Callable[[str], str] = self.options.redact or db.redact
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    async def begin(cls, db: Database, validator: OutputValidator, options: RecorderOptions | None = None, *,
+                    tier: int | None = None, model: str | None = None, prompt: str | None = None,
+                    cwd: str | None = None, trigger: str = Trigger.INGEST, parent_session_id: int | None = None,
+                    stream_sha256: str | None = None) -> SessionRecorder:
+        pk = await sessions.create_session(db, tier=tier, model=model, prompt=prompt, cwd=cwd, trigger=trigger,
+                                           parent_session_id=parent_session_id, stream_sha256=stream_sha256)
+        rec = cls(db, validator, pk, options)
+        rec.cwd = cwd
+        return rec
+
+    def begin_attempt(self, kind: str = AttemptKind.RESUME) -> None:
+        self.attempt += 1
+        self.attempt_kind = kind
+        self.current = Recording()
+
+    # -- streaming ---------------------------------------------------------------------------
+
+    async def feed(self, line: bytes | str) -> ParsedLine | None:
+        if isinstance(line, bytes):
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                text = line.decode("utf-8", "backslashreplace")
+            line = text
+        line = self._redact(line)  # secrets never reach the database (issues #4, #9)
+        parsed = parse_line(line)
+        if parsed is None:
+            return None
+        self.seq += 1
+        self.line_count += 1
+        self._observe(parsed)
+        self._rows.append((self.session_pk, self.seq, self.attempt, self._clock.now(), parsed.type,
+                           parsed.subtype, parsed.display(), parsed.raw))
+        self._bytes += len(parsed.raw)
+        if len(self._rows) >= FLUSH_ROWS or self._bytes >= min(FLUSH_BYTES, self.options.buffer_limit):
+            # Writing a batch in the background while parsing the next was tried and measured no
+            # gain: sqlite3 needs the GIL to bind every row, so the two do not overlap.
+            await self.flush()
+        return parsed
+
+    def _observe(self, parsed: ParsedLine) -> None:
+        if isinstance(parsed, ArrayLine):
+            for item in parsed.items:
+                self._observe(item)
+            return
+        if self.session_id is None and parsed.session_id:
+            self.session_id = parsed.session_id
+        if isinstance(parsed, AssistantLine):
+            if parsed.is_synthetic_error:
+                return  # the CLI's own API-error text, not the agent's findings
+            for text in parsed.texts():
+                self.markers.scan(text)
+            for tool in parsed.tool_uses():
+                if tool.get("name") == "StructuredOutput":
+                    self.current.structured_calls.append(tool.get("input"))
+        elif isinstance(parsed, ResultLine):
+            self.current.result = parsed
+        elif isinstance(parsed, SystemLine):
+            sub = parsed.subtype
+            if sub == "init":
+                self.cli_model = parsed.model or self.cli_model
+                self.cli_version = parsed.cli_version or self.cli_version
+                self.cwd = self.cwd or parsed.cwd
+            elif sub == "api_retry":
+                self.current.last_retry = parsed.data
+
+    async def flush(self, *, wait: bool = False) -> None:
+        """Write every buffered line and wait until it is committed (and published).
+
+        When storage fails with a fault that may pass (:func:`app.store.db.is_transient`), the lines
+        stay buffered, in order, and the write is retried with backoff on later flushes; the caller
+        goes on reading. Past the buffer limit, or with ``wait``, this waits for storage instead.
+        Raises :class:`StorageUnavailable` once writes have failed for ``storage_retry_limit`` s."""
+        while True:
+            identity = None
+            if self.session_id and not self._session_id_stored:
+                identity = SessionIdentity(self.session_id, self.cli_model, self.cli_version, self.cwd)
+            if not self._rows and identity is None:
+                return
+            must_wait = wait or self._bytes >= self.options.buffer_limit
+            if self._failing_since is not None and time.monotonic() < self._retry_at:
+                if not must_wait:
+                    return  # backing off: keep buffering, keep reading
+                await asyncio.sleep(self._retry_at - time.monotonic())
+            rows = self._rows
+            try:
+                await activity.append_lines(self.db, self.session_pk, rows, line_count=self.line_count,
+                                            identity=identity)
+            except Exception as exc:
+                self._write_failed(exc, f"{len(rows)} line(s) buffered")
+                if must_wait:
+                    continue
+                return
+            self._rows, self._bytes = [], 0
+            self._write_succeeded()
+            if identity is not None:
+                self._session_id_stored = True
+            break
+        publish = self.options.publish
+        if publish is not None and rows:
+            published = publish(self.session_pk, [activity.as_row(r) for r in rows])
+            if published is not None:
+                await published
+
+    # -- storage faults (issue #9 §2) ----------------------------------------------------------
+
+    def _write_failed(self, exc: Exception, what: str) -> None:
+        """Note a failed write; re-raise a bug, or give up past the retry limit."""
+        if not is_transient(exc):
+            raise exc
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            log.warning("session %d: storage write failed (%s); retrying with backoff, %s",
+                        self.session_pk, exc, what)
+        elif now - self._failing_since >= self.options.storage_retry_limit:
+            log.error("session %d: storage still failing after %.0f s (%s); giving up", self.session_pk,
+                      now - self._failing_since, exc)
+            raise StorageUnavailable(f"storage error: {exc} (writes failed for "
+                                     f"{now - self._failing_since:.0f} s; TIEROPS_STORAGE_RETRY_LIMIT)") from exc
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _write_succeeded(self) -> None:
+        if self._failing_since is not None:
+            log.warning("session %d: storage is back after %.1f s; every buffered line is stored",
+                        self.session_pk, time.monotonic() - self._failing_since)
+        self._failing_since = None
+        self._backoff = BACKOFF_FIRST
+
+    async def _stored(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run one store write, retrying transient faults with backoff up to the retry limit."""
+        while True:
+            try:
+                await write()
+            except Exception as exc:
+                self._write_failed(exc, what)
+                await asyncio.sleep(max(0.0, self._retry_at - time.monotonic()))
+                continue
+            self._write_succeeded()
+            return
+
+    # -- outcome -----------------------------------------------------------------------------
+
+    async def end_attempt(self, exit_code: int | None = None) -> AttemptOutcome:
+        """Decide this attempt's status, validate its output, store the attempt. Routes nothing."""
+        await self.flush(wait=True)
+        outcome = decide_attempt(self.attempt, self.attempt_kind, self.current, exit_code, self.validator)
+        self.outcomes.append(outcome)
+        record = outcome.record()
+        await self._stored(lambda: attempts.save_attempt(self.db, self.session_pk, record),
+                           f"attempt {outcome.attempt}")
+        return outcome
+
+    async def finalize(self, *, status: str | None = None, reason: str | None = None,
+                       exit_code: int | None = None, stderr_tail: str | None = None) -> SessionReport:
+        """Route the findings and close the session, all in one transaction. Returns the report.
+
+        ``status``/``reason`` override the decided status (the supervisor's ``interrupted``).
+        Never raises for a bug in deciding or routing (issue #9 §2): the session then ends
+        ``failed`` with "internal error: <type>: <message>", the traceback is logged, and the
+        legacy markers are still routed. Only cancellation and :class:`StorageUnavailable` (nothing
+        can be recorded; the next sweep marks the row) propagate.
+        """
+        try:
+            return await self._finalize(status, reason, exit_code, stderr_tail)
+        except (asyncio.CancelledError, StorageUnavailable):
+            raise
+        except Exception as exc:
+            log.exception("session %d: internal error while finalizing", self.session_pk)
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            return await self._finalize(SessionStatus.FAILED, why, exit_code, stderr_tail, safe=True)
+
+    async def _finalize(self, status: str | None, reason: str | None, exit_code: int | None,
+                        stderr_tail: str | None, *, safe: bool = False) -> SessionReport:
+        await self.flush(wait=True)
+        if not self.outcomes:
+            try:
+                await self.end_attempt(exit_code)
+            except (asyncio.CancelledError, StorageUnavailable):
+                raise
+            except Exception:
+                if not safe:
+                    raise
+        accepted = None if safe else accepted_outcome(self.outcomes)
+        notes: list[str] = [reason] if safe and reason else []
+        routed: Routed
+        handoff_raw: str | None = None
+        if accepted is not None:
+            routed, unused = from_output(accepted.output)
+            notes.extend(unused)
+        elif safe:
+            try:  # what can still be routed without the output
+                routed = from_fallback(self.markers, None)
+            except Exception:
+                log.exception("session %d: the markers could not be routed either", self.session_pk)
+                routed = Routed(source="none")
+        else:
+            handoff, problem = read_handoff(self.options.handoff_path, self.cwd)
+            if problem:
+                notes.append(problem)
+            routed = from_fallback(self.markers, handoff)
+            handoff_raw = handoff.raw if handoff else None
+        facts = SessionFacts(line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
+                             handoff_raw=handoff_raw, notes=notes, exit_code=exit_code, stderr_tail=stderr_tail)
+        summary = (summarize(self.outcomes, facts, status=status, reason=reason) if self.outcomes
+                   else bare_summary(facts, status or SessionStatus.FAILED, reason))
+        await self._stored(lambda: sessions.finish_session(
+            self.db, self.session_pk, summary, routed, initial_confidence=self.options.initial_confidence,
+            reinforce=self.options.reinforce), "the session's final write")
+        log.info("session %d finished: %s%s (source %s, %d lines, %d attempt(s))", self.session_pk,
+                 summary.status, f" — {summary.status_reason}" if summary.status_reason else "", routed.source,
+                 self.line_count, summary.attempts)
+        return await build_report(self.db, self.session_pk)

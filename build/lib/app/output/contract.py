@@ -1,0 +1,53 @@
+"""Pydantic models of the agent response contract (``schemas/agent-response.json``).
+
+The JSON Schema is the source of truth sent to the CLI and used for validation; these models are
+the typed view routing works with. ``tests/output/test_contract.py`` proves both accept and reject
+the same documents, so the two cannot drift apart silently. Strict mode: the schema does not
+coerce ``"true"`` to a boolean or ``1`` to a string, so neither may the models.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Level = Literal["info", "warning", "critical"]
+ServiceStatus = Literal["healthy", "degraded", "down", "unreachable"]
+
+
+class _Model(BaseModel):
+    # Extra keys are allowed by the schema (no additionalProperties), so they are ignored here.
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class Event(_Model):
+    level: Level
+    service: str | None = None
+    message: str = Field(min_length=1)
+
+
+class Memory(_Model):
+    key: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+
+
+class Escalation(_Model):
+    needed: bool
+    reason: str | None = None
+    context: str | None = None
+    failed_checks: list[str] = Field(default_factory=list)
+
+
+class ServiceCheck(_Model):
+    name: str = Field(min_length=1)
+    status: ServiceStatus
+    detail: str | None = None
+
+
+class AgentResponse(_Model):
+    summary: str
+    events: list[Event]
+    memories: list[Memory] = Field(default_factory=list)
+    escalation: Escalation
+    services_checked: list[ServiceCheck]

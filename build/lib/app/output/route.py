@@ -1,0 +1,132 @@
+"""Routing a session's findings into the events, memories, check_results and cooldowns tables.
+
+Precedence, as the original design decided: valid structured output wins and text markers are
+then NOT parsed into rows (no duplicates). Without valid output the legacy markers and
+``handoff.json`` are used instead. This module decides *what* to store; ``app/store/findings.py``
+writes it, in the session's final transaction.
+
+Memory keys: ``service:category`` → (service, category); a plain key is a category with no
+service. A memory is the same memory when service, category and value match (whitespace
+collapsed); repeating it reinforces its confidence instead of adding a row. Operators'
+deactivations are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.output.contract import AgentResponse, Escalation, Event, Memory, ServiceCheck
+from app.output.handoff import Handoff
+from app.output.markers import MarkerSet
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+@dataclass
+class Routed:
+    source: str  # structured_output | markers | handoff | none
+    summary: str | None = None
+    events: list[tuple[str, str | None, str | None, str]] = field(default_factory=list)  # level, orig, service, msg
+    memories: list[tuple[str | None, str, str]] = field(default_factory=list)  # service, category, value
+    checks: list[tuple[str, str, str | None]] = field(default_factory=list)  # name, status, detail
+    cooldowns: list[tuple[str, str, str, str]] = field(default_factory=list)
+    escalation: dict[str, Any] | None = None  # {needed, reason, context, failed_checks}
+
+
+def split_memory_key(key: str) -> tuple[str | None, str]:
+    service, sep, category = key.partition(":")
+    if sep and service.strip() and category.strip():
+        return service.strip(), category.strip()
+    return None, key.strip()
+
+
+def from_structured(resp: AgentResponse) -> Routed:
+    return Routed(
+        source="structured_output",
+        summary=resp.summary,
+        events=[(e.level, None, e.service or None, e.message) for e in resp.events],
+        memories=[(*split_memory_key(m.key), m.value) for m in resp.memories],
+        checks=[(c.name, c.status, c.detail) for c in resp.services_checked],
+        escalation={
+            "needed": resp.escalation.needed,
+            "reason": resp.escalation.reason,
+            "context": resp.escalation.context,
+            "failed_checks": list(resp.escalation.failed_checks),
+        },
+    )
+
+
+def from_fallback(markers: MarkerSet, handoff: Handoff | None) -> Routed:
+    source = "markers" if markers else ("handoff" if handoff else "none")
+    routed = Routed(
+        source=source,
+        events=[(e.level, e.original_level, e.service, e.message) for e in markers.events],
+        memories=[(m.service, m.category, m.value) for m in markers.memories],
+        cooldowns=[(c.action, c.service, c.outcome, c.note) for c in markers.cooldowns],
+    )
+    if handoff:
+        routed.escalation = {
+            "needed": handoff.needed,
+            "reason": handoff.reason,
+            "context": handoff.context,
+            "failed_checks": handoff.failed_checks,
+        }
+    return routed
+
+
+def from_output(output: Any) -> tuple[Routed, list[str]]:
+    """Route a validated structured output, taking what fits the built-in contract.
+
+    An operator schema (``TIEROPS_SCHEMA_FILE``) may be looser than the contract routing needs
+    (issue #9 §2): then each event, memory and service check that fits is routed on its own, and
+    what could not be used is named in the returned notes instead of failing the session."""
+    try:
+        return from_structured(AgentResponse.model_validate(output)), []
+    except ValidationError:
+        pass
+    if not isinstance(output, dict):
+        return Routed(source="structured_output"), [
+            f"structured output not routed: a {type(output).__name__}, not an object"]
+    notes: list[str] = []
+
+    def take(field_name: str, model: type[_M]) -> list[_M]:
+        items = output.get(field_name)
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            notes.append(f"{field_name} not routed: not a list")
+            return []
+        taken = []
+        for i, item in enumerate(items):
+            try:
+                taken.append(model.model_validate(item))
+            except ValidationError as exc:
+                notes.append(f"{field_name}[{i}] not routed: {exc.errors()[0]['msg']}")
+        return taken
+
+    events = take("events", Event)
+    memories = take("memories", Memory)
+    checks = take("services_checked", ServiceCheck)
+    escalation = None
+    if "escalation" in output:
+        try:
+            escalation = Escalation.model_validate(output["escalation"])
+        except ValidationError as exc:
+            notes.append(f"escalation not routed: {exc.errors()[0]['msg']}")
+    summary = output.get("summary")
+    if summary is not None and not isinstance(summary, str):
+        notes.append("summary not routed: not a string")
+        summary = None
+    routed = Routed(
+        source="structured_output", summary=summary,
+        events=[(e.level, None, e.service or None, e.message) for e in events],
+        memories=[(*split_memory_key(m.key), m.value) for m in memories],
+        checks=[(c.name, c.status, c.detail) for c in checks],
+    )
+    if escalation is not None:
+        routed.escalation = {"needed": escalation.needed, "reason": escalation.reason,
+                             "context": escalation.context, "failed_checks": list(escalation.failed_checks)}
+    return routed, notes

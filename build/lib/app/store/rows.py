@@ -1,0 +1,254 @@
+"""Typed rows: what the store's read functions return.
+
+Rows are plain dicts (cheap to build, JSON-serialisable for ``--json`` and the API) described by
+``TypedDict`` so every caller knows the keys. JSON columns come back decoded and 0/1 flags as
+booleans (:func:`decode`), so API and CLI output carry stored fields under their column names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from typing import Any, TypedDict, cast
+
+JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
+                          "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv"})
+BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
+                          "valid"})
+
+
+def decode(row: sqlite3.Row) -> dict[str, Any]:
+    """A row as a dict with JSON columns decoded and flags as booleans (undecodable JSON stays text)."""
+    out = dict(row)
+    for key, value in out.items():
+        if key in JSON_COLUMNS and isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                out[key] = json.loads(value)
+        elif key in BOOL_COLUMNS and value is not None:
+            out[key] = bool(value)
+    return out
+
+
+def decode_all(rows: list[sqlite3.Row], kind: type[Any]) -> list[Any]:
+    """``[decode(r) for r in rows]`` typed as ``list[kind]`` (``kind`` is a TypedDict)."""
+    return cast(list[kind], [decode(r) for r in rows])  # type: ignore[valid-type]
+
+
+def where(**conditions: Any) -> tuple[str, list[Any]]:
+    """`` WHERE a = ? AND b = ?`` and its parameters, for the conditions given a value (None and
+    "" mean "no filter"). Keys are column expressions (``e__level`` for ``e.level``), never input."""
+    clauses, params = [], []
+    for column, value in conditions.items():
+        if value is None or value == "":
+            continue
+        clauses.append(f"{column.replace('__', '.')} = ?")
+        params.append(int(value) if isinstance(value, bool) else value)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON as stored (non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionListRow(TypedDict):
+    id: int
+    session_id: str | None
+    tier: int | None
+    model: str | None
+    cli_model: str | None
+    trigger: str
+    status: str
+    status_reason: str | None
+    degraded: bool
+    source: str | None
+    attempts: int
+    parent_session_id: int | None
+    escalated_to: int | None
+    chain_id: int | None
+    attention: str | None
+    started_at: str
+    ended_at: str | None
+    duration_ms: int | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    num_turns: int | None
+    result_subtype: str | None
+    is_error: bool | None
+    api_error_status: int | None
+    exit_code: int | None
+    validation_valid: bool | None
+    escalation_needed: bool | None
+    escalation_reason: str | None
+    summary: str | None
+    line_count: int
+
+
+class SessionRow(SessionListRow):
+    """Every column of ``sessions`` (``SELECT *``), decoded."""
+
+    prompt: str | None
+    cwd: str | None
+    duration_api_ms: int | None
+    cache_read_tokens: int | None
+    cache_creation_tokens: int | None
+    stop_reason: str | None
+    terminal_reason: str | None
+    result_text: str | None
+    result_errors: Any
+    permission_denials: Any
+    model_usage: Any
+    cli_version: str | None
+    validation_errors: Any
+    structured_output: Any
+    invalid_output: str | None
+    escalation_context: str | None
+    escalation_failed_checks: Any
+    handoff_raw: str | None
+    notes: Any
+    stderr_tail: str | None
+    stream_sha256: str | None
+    argv: Any
+    system_prompt: str | None
+
+
+class ChainLink(TypedDict):
+    """One session of an escalation chain, as ``tierops run --json`` prints it."""
+
+    id: int
+    session_id: str | None
+    tier: int | None
+    model: str | None
+    status: str
+    status_reason: str | None
+    degraded: bool
+    source: str | None
+    attempts: int
+    escalated_to: int | None
+    escalated_to_session_id: str | None
+    parent_session_id: int | None
+    escalation_needed: bool | None
+    escalation_reason: str | None
+    attention: str | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    duration_ms: int | None
+    started_at: str
+    ended_at: str | None
+
+
+class ChainTotals(TypedDict):
+    sessions: int
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    duration_ms: int
+
+
+class ActivityRow(TypedDict):
+    """One stored stream line. ``raw`` is None on transcript pages for lines above the page limit."""
+
+    session_pk: int
+    seq: int
+    attempt: int
+    ts: str
+    type: str
+    subtype: str | None
+    display: str
+    raw: str | None
+
+
+class TranscriptRow(ActivityRow):
+    raw_len: int
+
+
+class AttemptRow(TypedDict):
+    attempt: int
+    kind: str
+    result_subtype: str | None
+    is_error: bool | None
+    has_output: bool
+    output: Any
+    valid: bool | None
+    errors: Any
+    created_at: str
+
+
+class EventRow(TypedDict):
+    id: int
+    session_pk: int
+    session_id: str | None
+    tier: int | None
+    level: str
+    original_level: str | None
+    service: str | None
+    message: str
+    source: str
+    created_at: str
+
+
+class ReportEvent(TypedDict):
+    level: str
+    original_level: str | None
+    service: str | None
+    message: str
+
+
+class MemoryRow(TypedDict):
+    id: int
+    service: str | None
+    category: str
+    value: str
+    confidence: float
+    active: bool
+    times_seen: int
+    created_at: str
+    updated_at: str
+    created_by_session: int | None
+    reinforced_by_session: int | None
+
+
+class PromptMemory(TypedDict):
+    service: str | None
+    category: str
+    value: str
+    confidence: float
+
+
+class CheckRow(TypedDict):
+    name: str
+    status: str
+    detail: str | None
+    created_at: str
+    session_pk: int
+
+
+class CooldownRow(TypedDict):
+    action: str
+    service: str
+    outcome: str
+    note: str | None
+
+
+class RunningRow(TypedDict):
+    id: int
+    tier: int | None
+    model: str | None
+    trigger: str
+    started_at: str
+
+
+class AttentionRow(TypedDict):
+    id: int
+    tier: int | None
+    attention: str
+    started_at: str
+
+
+class StatusCount(TypedDict):
+    status: str
+    tier: int
+    n: int

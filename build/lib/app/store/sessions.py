@@ -1,0 +1,208 @@
+"""The ``sessions`` table: one row per CLI session, from ``running`` to its final summary.
+
+Why these functions and not an ORM: the row is written in a few well-defined moments of the run
+lifecycle (create → launch details → CLI identity → summary with routed findings) and each is
+one function here, one transaction. :class:`SessionSummary` replaces the 34-value ``UPDATE``
+that the recorder used to build by hand (issue #8).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+from app.clock import utcnow
+from app.output.route import Routed
+from app.redact import Redactor
+from app.store.db import Database
+from app.store.findings import redact_routed, write_routed
+from app.store.rows import SessionListRow, SessionRow, decode, decode_all, dumps, where
+from app.vocab import SessionStatus, Trigger
+
+log = logging.getLogger(__name__)
+
+LIST_COLUMNS = (
+    "id, session_id, tier, model, cli_model, trigger, status, status_reason, degraded, source, attempts,"
+    " parent_session_id, escalated_to, chain_id, attention, started_at, ended_at, duration_ms, cost_usd,"
+    " input_tokens, output_tokens, num_turns, result_subtype, is_error, api_error_status, exit_code,"
+    " validation_valid, escalation_needed, escalation_reason, summary, line_count"
+)
+
+
+@dataclass(frozen=True)
+class SessionIdentity:
+    """What the stream tells about the CLI session (its id, model, version, cwd)."""
+
+    session_id: str
+    cli_model: str | None
+    cli_version: str | None
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """Everything the end of a session writes to its row. JSON-valued fields are plain values;
+    :func:`finish_session` encodes them. ``exit_code``/``stderr_tail``/``cli_model``/``cwd`` keep
+    the stored value when None."""
+
+    status: str
+    status_reason: str | None
+    degraded: bool
+    exit_code: int | None
+    ended_at: str
+    duration_ms: int | float | None
+    duration_api_ms: int | float | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_creation_tokens: int | None
+    num_turns: int | None
+    result_subtype: str | None
+    is_error: bool | None
+    api_error_status: int | None
+    stop_reason: str | None
+    terminal_reason: str | None
+    result_text: str | None
+    result_errors: list[Any] | None
+    permission_denials: Any
+    model_usage: Any
+    validation_valid: bool | None
+    validation_errors: list[dict[str, str]] | None
+    structured_output: Any
+    invalid_output: Any
+    attempts: int
+    handoff_raw: str | None
+    notes: list[str] | None
+    stderr_tail: str | None
+    line_count: int
+    cli_model: str | None
+    cwd: str | None
+
+
+_JSON_FIELDS = ("result_errors", "permission_denials", "model_usage", "validation_errors", "structured_output",
+                "invalid_output", "notes")
+_KEEP_IF_NULL = ("exit_code", "stderr_tail")
+_FILL_IF_NULL = ("cli_model", "cwd")
+
+
+def _summary_values(summary: SessionSummary, redact: Redactor) -> dict[str, Any]:
+    values = {k: redact.deep(v) for k, v in asdict(summary).items()}
+    for name in _JSON_FIELDS:
+        if values[name] is not None:
+            values[name] = dumps(values[name])
+    if summary.notes == []:
+        values["notes"] = None
+    for name in ("degraded", "is_error", "validation_valid"):
+        if values[name] is not None:
+            values[name] = int(values[name])
+    return values
+
+
+async def create_session(db: Database, *, tier: int | None = None, model: str | None = None,
+                         prompt: str | None = None, cwd: str | None = None, trigger: str = Trigger.INGEST,
+                         parent_session_id: int | None = None, stream_sha256: str | None = None) -> int:
+    """A new ``running`` session row; returns its id."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
+                                     parent_session_id, stream_sha256)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (tier, model, db.redact(prompt) if prompt else prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
+             stream_sha256),
+        )
+        return cast(int, cur.lastrowid)
+
+
+async def set_launch(db: Database, pk: int, *, cwd: str, chain_id: int, argv: list[str], system_prompt: str) -> None:
+    """How the supervisor launched the session: its folder, chain, command line and system prompt."""
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET cwd = ?, chain_id = ?, argv = ?, system_prompt = ? WHERE id = ?",
+                           (cwd, chain_id, dumps(db.redact.deep(argv)), db.redact(system_prompt), pk))
+
+
+async def set_stream_sha256(db: Database, pk: int, sha256: str) -> None:
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET stream_sha256 = ? WHERE id = ?", (sha256, pk))
+
+
+async def finish_session(db: Database, pk: int, summary: SessionSummary, routed: Routed, *,
+                         initial_confidence: float, reinforce: float) -> None:
+    """Route the findings and write the summary, in one transaction: a session is never half-final."""
+    values = _summary_values(summary, db.redact)
+    sets = ", ".join(
+        f"{k} = ifnull(?, {k})" if k in _KEEP_IF_NULL else f"{k} = ifnull({k}, ?)" if k in _FILL_IF_NULL
+        else f"{k} = ?" for k in values)
+    async with db.write() as conn:
+        await write_routed(conn, pk, redact_routed(routed, db.redact), summary.ended_at, initial_confidence,
+                           reinforce)
+        await conn.execute(f"UPDATE sessions SET {sets} WHERE id = ?", (*values.values(), pk))  # noqa: S608 (column names are this module's)
+
+
+async def delete_session(db: Database, pk: int) -> None:
+    """Remove a session and (by cascade) its lines, attempts and findings."""
+    async with db.write() as conn:
+        await conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
+
+
+async def set_escalated_to(db: Database, parent: int, child: int) -> None:
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET escalated_to = ? WHERE id = ?", (child, parent))
+
+
+async def set_attention(db: Database, pk: int, why: str) -> None:
+    """Flag the session as needing a human, with why."""
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?", (why, pk))
+
+
+async def interrupt_running(db: Database, reason: str) -> int:
+    """Mark every supervised session still ``running`` as ``interrupted``; returns how many."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            "UPDATE sessions SET status = ?, status_reason = ?, ended_at = ? WHERE status = ? AND trigger != ?",
+            (SessionStatus.INTERRUPTED, reason, utcnow(), SessionStatus.RUNNING, Trigger.INGEST))
+        return cur.rowcount
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+async def get_session(db: Database, pk: int, *, fresh: bool = False) -> SessionRow | None:
+    """Every column of one session, decoded; ``fresh`` reads after this process's last write."""
+    row = await db.fetchone("SELECT * FROM sessions WHERE id = ?", (pk,), fresh=fresh)
+    return cast(SessionRow, decode(row)) if row else None
+
+
+async def session_status(db: Database, pk: int) -> str | None:
+    """The session's status, or None when there is no such session."""
+    return cast(str | None, await db.fetchval("SELECT status FROM sessions WHERE id = ?", (pk,)))
+
+
+async def list_sessions(db: Database, *, status: str | None = None, tier: int | None = None,
+                        limit: int = 50, offset: int = 0) -> list[SessionListRow]:
+    cond, params = where(status=status, tier=tier)
+    sql = f"SELECT {LIST_COLUMNS} FROM sessions{cond} ORDER BY id DESC LIMIT ? OFFSET ?"  # noqa: S608 (constant columns)
+    return decode_all(await db.fetchall(sql, [*params, limit, offset]), SessionListRow)
+
+
+@dataclass(frozen=True)
+class StoredStream:
+    id: int
+    stream_sha256: str | None
+    status: str
+    trigger: str
+
+
+async def find_by_cli_session_id(db: Database, session_id: str) -> StoredStream | None:
+    """The session stored under this CLI ``session_id``, if any."""
+    row = await db.fetchone("SELECT id, stream_sha256, status, trigger FROM sessions WHERE session_id = ?",
+                            (session_id,))
+    return StoredStream(**dict(row)) if row else None
+
+
+async def find_anonymous_stream(db: Database, sha256: str) -> StoredStream | None:
+    """A session without a CLI session id whose stream had this SHA-256."""
+    row = await db.fetchone("SELECT id, stream_sha256, status, trigger FROM sessions"
+                            " WHERE stream_sha256 = ? AND session_id IS NULL", (sha256,))
+    return StoredStream(**dict(row)) if row else None

@@ -1,0 +1,526 @@
+"""Typed, forward-compatible parsing of Claude Code ``--output-format stream-json`` lines.
+
+Why this module exists: every line the CLI prints must become a stored activity row, and the
+few lines that matter for the outcome (``system/init``, ``assistant`` blocks, ``user`` tool
+results, ``result``) must be understood without a full model of the protocol.
+
+Deliberate choices (see ``../shared/reference/claude-code-stream-json.md``):
+
+* Parsing never fails. A line that is not JSON becomes a :class:`TextLine`; JSON with an
+  unknown ``type`` (the CLI's embedded schema lists ~40 types we have never seen) becomes an
+  :class:`UnknownLine`. Both keep the raw text, so a transcript replays exactly.
+* Lines are plain ``__slots__`` classes over the decoded dict, not pydantic models: ingest must
+  stay within a small factor of a bare ``json.loads`` loop (issue #2 benchmark), and most fields
+  are read at most once.
+* ``--output-format json --verbose`` prints one line holding a JSON *array* of every message
+  (``h_json_output_verbose``); it is parsed as an :class:`ArrayLine` whose items are parsed
+  lines, so such a capture ingests like the stream it contains.
+* Each ``assistant`` line carries exactly one content block (the CLI emits a line per block,
+  reference §4.2); we still iterate over ``content`` in case that changes.
+* Any field may hold any JSON value (issue #9 §1): a number where a list is expected, integers
+  beyond 64 bits, ``1e999``/``NaN``, lone UTF-16 surrogates (``"\\ud83d"``, a JS string cut
+  mid-emoji), nesting deeper than the recursion limit. The typed accessors and ``display()``
+  return values that can be stored and emitted as JSON: a non-finite float or an integer outside
+  SQLite's 64 bits is None, lone surrogates become U+FFFD (:func:`clean_text`), containers pass
+  through :func:`json_safe`. ``data`` itself stays as decoded; ``raw`` stays as printed (decoded
+  from UTF-8 it holds no lone surrogate: they only arise from JSON escapes).
+* A line JSON cannot decode is a :class:`TextLine` with a short ``note`` why (not UTF-8, invalid
+  JSON, nested too deeply) and that reason as its subtype; plain text has none.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+DISPLAY_MAX = 240
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+# Containers nested deeper than this are cut by :func:`json_safe`: every later step (validation,
+# redaction, storage, the API's JSON) walks values recursively, and real output nests < 20 deep.
+MAX_DEPTH = 64
+TOO_DEEP = "(nested too deeply)"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` encodable as UTF-8: each lone surrogate (a ``\\ud83d`` JSON escape) becomes U+FFFD."""
+    if text.isascii():  # O(1) in CPython: nearly every string takes this path
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def finite(value: Any) -> int | float | None:
+    """A JSON number as it can be stored: None for booleans, non-numbers, non-finite floats and
+    integers outside SQLite's signed 64 bits."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if INT64_MIN <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def json_safe(value: Any, _depth: int = 0) -> Any:
+    """A copy of a decoded JSON value that every JSON encoder, SQLite and UTF-8 accept: strings
+    (and keys) via :func:`clean_text`, numbers via :func:`finite` (None when out of range),
+    containers deeper than :data:`MAX_DEPTH` replaced by :data:`TOO_DEEP`."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int | float):
+        return finite(value)
+    if isinstance(value, dict | list | tuple):
+        if _depth >= MAX_DEPTH:
+            return TOO_DEEP
+        if isinstance(value, dict):
+            return {clean_text(k) if isinstance(k, str) else as_text(k): json_safe(v, _depth + 1)
+                    for k, v in value.items()}
+        return [json_safe(v, _depth + 1) for v in value]
+    return as_text(value)
+
+
+def as_text(value: Any, limit: int | None = None) -> str:
+    """Any decoded value as one piece of display text, never raising: a string as is, anything
+    else as compact JSON (:data:`TOO_DEEP` when it cannot be encoded); lone surrogates replaced.
+    ``limit`` cuts long text."""
+    text = value if isinstance(value, str) else _compact(value)
+    if limit is not None and len(text) > limit:
+        text = text[:limit]
+    return clean_text(text)
+
+
+def _short(text: str, limit: int = DISPLAY_MAX) -> str:
+    """One-line preview: line breaks and tabs turned into spaces, cut at ``limit`` characters."""
+    if len(text) > limit:  # never fold a 20 MB string just to keep 240 characters of it
+        text = text[: limit - 1].rstrip() + "…"
+    if "\n" in text or "\r" in text or "\t" in text:
+        text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+    return clean_text(text)
+
+
+def _compact(value: Any) -> str:
+    """Compact JSON text of a decoded value; never raises (too deep, unencodable: a placeholder)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return TOO_DEEP
+    except (TypeError, ValueError):
+        try:
+            return str(value)
+        except (RecursionError, ValueError):
+            return TOO_DEEP
+
+
+class ParsedLine:
+    """Base of every parsed line. ``type``/``subtype`` are what gets stored in activity."""
+
+    __slots__ = ("data", "raw")
+    type: str = "unknown"
+
+    def __init__(self, raw: str, data: Any = None) -> None:
+        self.raw = raw
+        self.data = data
+
+    @property
+    def subtype(self) -> str | None:
+        if isinstance(self.data, dict):
+            sub = self.data.get("subtype")
+            return clean_text(sub) if isinstance(sub, str) else None
+        return None
+
+    @property
+    def session_id(self) -> str | None:
+        if isinstance(self.data, dict):
+            sid = self.data.get("session_id")
+            return clean_text(sid) if isinstance(sid, str) and sid else None
+        return None
+
+    def display(self) -> str:
+        return _short(self.raw)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<{type(self).__name__} {self.type}/{self.subtype} {self.display()[:60]!r}>"
+
+
+class TextLine(ParsedLine):
+    """A line JSON cannot decode (or not valid UTF-8). Kept verbatim; ``note`` says why when it
+    is not plain text, and ``subtype`` is that reason (``not_utf8``, ``bad_json``, ``too_deep``)."""
+
+    __slots__ = ("note", "reason")
+    type = "text"
+
+    def __init__(self, raw: str, data: Any = None, *, reason: str | None = None, note: str | None = None) -> None:
+        super().__init__(raw, data)
+        self.reason = reason
+        self.note = note
+
+    @property
+    def subtype(self) -> str | None:
+        return self.reason
+
+    def display(self) -> str:
+        return _short(f"({self.note}) {self.raw}" if self.note else self.raw)
+
+
+class UnknownLine(ParsedLine):
+    """Valid JSON whose ``type`` we do not know (or that has none, e.g. ``--output-format text``)."""
+
+    __slots__ = ()
+
+    # The base declares ``type`` as a class attribute; here it is read from the line. Both are a
+    # str when read, but mypy does not let a read-only property override a settable attribute.
+    @property
+    def type(self) -> str:  # type: ignore[override]
+        kind = self.data.get("type") if isinstance(self.data, dict) else None
+        return clean_text(kind) if isinstance(kind, str) else "unknown"
+
+    def display(self) -> str:
+        label = self.type if self.subtype is None else f"{self.type}/{self.subtype}"
+        return _short(f"[{label}] {self.raw}")
+
+
+def _text(value: Any, limit: int = DISPLAY_MAX * 2) -> str:
+    """A field's value as display text (any JSON value; ``""`` for a missing one)."""
+    return "" if value is None else as_text(value, limit)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return clean_text(value) if isinstance(value, str) else None
+
+
+class SystemLine(ParsedLine):
+    __slots__ = ()
+    type = "system"
+
+    # ``system/init`` facts, typed: any other JSON value there is None.
+    @property
+    def model(self) -> str | None:
+        return _str_or_none(self.data.get("model")) or None
+
+    @property
+    def cli_version(self) -> str | None:
+        return _str_or_none(self.data.get("claude_code_version")) or None
+
+    @property
+    def cwd(self) -> str | None:
+        return _str_or_none(self.data.get("cwd")) or None
+
+    @property
+    def tools(self) -> list[Any]:
+        tools = self.data.get("tools")
+        return tools if isinstance(tools, list) else []
+
+    def display(self) -> str:
+        d = self.data
+        sub = self.subtype or "?"
+        if sub == "init":
+            return _short(f"init model={_text(d.get('model'))} tools={len(self.tools)} cwd={_text(d.get('cwd'))} "
+                          f"permission={_text(d.get('permissionMode'))} "
+                          f"version={_text(d.get('claude_code_version'))}")
+        if sub == "api_retry":
+            delay = finite(d.get("retry_delay_ms"))
+            return _short(f"api_retry attempt {_text(d.get('attempt'))}/{_text(d.get('max_retries'))} "
+                          f"status={_text(d.get('error_status'))} error={_text(d.get('error'))} "
+                          f"delay={'?' if delay is None else format(delay, '.0f')}ms")
+        if sub == "status":
+            return _short(f"status {_text(d.get('status'))}")
+        if sub == "thinking_tokens":
+            return _short(f"thinking_tokens ~{_text(d.get('estimated_tokens'))}")
+        extras = {k: v for k, v in d.items() if k not in ("type", "subtype", "session_id", "uuid")}
+        return _short(f"{sub} {as_text(extras, DISPLAY_MAX)}")
+
+
+class AssistantLine(ParsedLine):
+    __slots__ = ()
+    type = "assistant"
+
+    @property
+    def message(self) -> dict[str, Any]:
+        msg = self.data.get("message")
+        return msg if isinstance(msg, dict) else {}
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        content = self.message.get("content")
+        if isinstance(content, list):
+            return [b for b in content if isinstance(b, dict)]
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        return []
+
+    @property
+    def is_synthetic_error(self) -> bool:
+        """The CLI's own error message after a failed API call (reference §4.2)."""
+        return self.message.get("model") == "<synthetic>" or "error" in self.data
+
+    def texts(self) -> list[str]:
+        return [clean_text(b["text"]) for b in self.blocks
+                if b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool_use blocks as decoded (their ``input`` may hold any value: see :func:`json_safe`)."""
+        return [b for b in self.blocks if b.get("type") == "tool_use"]
+
+    def display(self) -> str:
+        parts = []
+        for b in self.blocks:
+            kind = b.get("type")
+            if kind == "text":
+                parts.append(_text(b.get("text"), DISPLAY_MAX))
+            elif kind == "tool_use":
+                inp = b.get("input")
+                if isinstance(inp, dict) and isinstance(inp.get("command"), str):
+                    parts.append(f"{_text(b.get('name'))}: {_text(inp['command'], DISPLAY_MAX)}")
+                else:
+                    parts.append(f"{_text(b.get('name'))}: {_text(inp)}")
+            elif kind in ("thinking", "redacted_thinking"):
+                parts.append(f"(thinking) {_text(b.get('thinking'))}")
+            else:
+                parts.append(f"({_text(kind)})")
+        error = self.data.get("error")
+        prefix = f"[{_text(error)}] " if error else ""
+        if not parts:  # no block we can show: the line itself
+            return _short(prefix + f"[assistant] {self.raw}")
+        return _short(prefix + " | ".join(parts))
+
+
+class UserLine(ParsedLine):
+    __slots__ = ()
+    type = "user"
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        msg = self.data.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, list):
+            return [b for b in content if isinstance(b, dict)]
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        return []
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        return [b for b in self.blocks if b.get("type") == "tool_result"]
+
+    def display(self) -> str:
+        parts = []
+        for b in self.blocks:
+            if b.get("type") == "tool_result":
+                content = b.get("content")
+                if isinstance(content, list):  # content blocks instead of a string
+                    content = " ".join(_text(c.get("text")) for c in content[:50] if isinstance(c, dict))
+                label = "tool error" if b.get("is_error") is True else "tool result"
+                parts.append(f"{label}: {_text(content)}")
+            elif b.get("type") == "text":
+                parts.append(_text(b.get("text")))
+            else:
+                parts.append(f"({_text(b.get('type'))})")
+        prefix = "(synthetic) " if self.data.get("isSynthetic") is True else ""
+        if not parts:
+            return _short(prefix + f"[user] {self.raw}")
+        return _short(prefix + " | ".join(parts))
+
+
+class StreamEventLine(ParsedLine):
+    __slots__ = ()
+    type = "stream_event"
+
+    def display(self) -> str:
+        ev = self.data.get("event")
+        if not isinstance(ev, dict):
+            return "stream_event"
+        kind = _text(ev.get("type", "?"))
+        delta = ev.get("delta")
+        if isinstance(delta, dict):
+            text = delta.get("text") or delta.get("partial_json") or delta.get("thinking") or ""
+            return _short(f"{kind} {_text(delta.get('type'))} {_text(text)}")
+        return _short(kind)
+
+
+class ResultLine(ParsedLine):
+    """The final line of a turn; the only reliable status (reference §4.4, §10.1).
+
+    Every accessor returns a value that can be stored: numbers via :func:`finite`, strings via
+    :func:`clean_text`, containers via :func:`json_safe`."""
+
+    __slots__ = ()
+    type = "result"
+
+    def _get(self, key: str, kind: builtins.type[_T]) -> _T | None:
+        # ``builtins.type``: inside this class body ``type`` is the line type attribute above.
+        value = self.data.get(key)
+        if isinstance(value, bool) and kind is not bool:  # JSON true is not a number here
+            return None
+        if not isinstance(value, kind):
+            return None
+        if isinstance(value, str):
+            return clean_text(value)  # type: ignore[return-value]
+        if isinstance(value, int | float):
+            return finite(value)  # type: ignore[return-value]
+        if isinstance(value, dict | list):
+            return json_safe(value)  # type: ignore[no-any-return]
+        return value
+
+    @property
+    def is_error(self) -> bool:
+        # Trust is_error above subtype: API failures end as subtype "success" with is_error true.
+        return self.data.get("is_error") is True or (self.subtype or "success") != "success"
+
+    @property
+    def api_error_status(self) -> int | None:
+        return self._get("api_error_status", int)
+
+    @property
+    def num_turns(self) -> int | None:
+        return self._get("num_turns", int)
+
+    @property
+    def duration_ms(self) -> int | None:
+        return self._get("duration_ms", int)
+
+    @property
+    def duration_api_ms(self) -> int | None:
+        return self._get("duration_api_ms", int)
+
+    @property
+    def total_cost_usd(self) -> float | None:
+        v = finite(self.data.get("total_cost_usd"))  # JSON true, 1e999, 10**30: not a cost
+        return None if v is None else float(v)
+
+    @property
+    def result_text(self) -> str | None:
+        return self._get("result", str)
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._get("stop_reason", str)
+
+    @property
+    def terminal_reason(self) -> str | None:
+        return self._get("terminal_reason", str)
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return self._get("usage", dict) or {}
+
+    @property
+    def model_usage(self) -> dict[str, Any]:
+        return self._get("modelUsage", dict) or {}
+
+    @property
+    def permission_denials(self) -> list[Any]:
+        return self._get("permission_denials", list) or []
+
+    @property
+    def errors(self) -> list[str]:
+        return [as_text(e) for e in (self._get("errors", list) or [])]
+
+    @property
+    def has_structured_output(self) -> bool:
+        return "structured_output" in self.data
+
+    @property
+    def structured_output(self) -> Any:
+        return json_safe(self.data.get("structured_output"))
+
+    def display(self) -> str:
+        cost = self.total_cost_usd
+        bits = [f"result {self.subtype}", f"is_error={_text(self.data.get('is_error'), 20) or 'null'}"]
+        if self.api_error_status is not None:
+            bits.append(f"api_status={self.api_error_status}")
+        if self.num_turns is not None:
+            bits.append(f"turns={self.num_turns}")
+        if cost is not None:
+            bits.append(f"cost=${cost:.4f}")
+        bits.append("structured_output" if self.has_structured_output else "no structured_output")
+        errors = self.errors
+        if errors:
+            bits.append("errors=" + "; ".join(errors))
+        elif self.is_error and self.result_text:
+            bits.append(self.result_text)
+        return _short(" ".join(bits))
+
+
+class ArrayLine(ParsedLine):
+    """A JSON array on one line: ``--output-format json --verbose`` prints every message this way.
+
+    Its objects are parsed as lines; any other item (a nested array, a scalar) is an
+    :class:`UnknownLine`, so an array nested a thousand deep costs no recursion here."""
+
+    __slots__ = ("items",)
+    type = "array"
+
+    def __init__(self, raw: str, data: list[Any]) -> None:
+        super().__init__(raw, data)
+        self.items = [parse_obj(_compact(item), item) if isinstance(item, dict) else UnknownLine(_compact(item), item)
+                      for item in data]
+
+    @property
+    def session_id(self) -> str | None:
+        for item in self.items:
+            if item.session_id:
+                return item.session_id
+        return None
+
+    def display(self) -> str:
+        kinds = [item.type for item in self.items]
+        return _short(f"array of {len(kinds)} messages: {', '.join(kinds)}")
+
+
+_BY_TYPE: dict[str, type[ParsedLine]] = {
+    "system": SystemLine,
+    "assistant": AssistantLine,
+    "user": UserLine,
+    "stream_event": StreamEventLine,
+    "result": ResultLine,
+}
+
+
+def parse_obj(raw: str, data: Any) -> ParsedLine:
+    if isinstance(data, dict):
+        kind = data.get("type")
+        cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None  # {"type": [1]} must not raise
+        return cls(raw, data) if cls else UnknownLine(raw, data)
+    if isinstance(data, list):
+        return ArrayLine(raw, data)
+    return UnknownLine(raw, data)
+
+
+def parse_line(line: bytes | str) -> ParsedLine | None:
+    """Parse one physical stdout line. Returns None only for an empty line (no content to keep).
+
+    Never raises: undecodable bytes, non-JSON text, JSON that does not decode (cut short, an
+    integer of more than 4,300 digits) and JSON nested deeper than the recursion limit become a
+    :class:`TextLine` holding the line as printed, with a note why.
+    """
+    if isinstance(line, bytes):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            # Keep every byte: undecodable bytes become \\xNN escapes in the stored text.
+            return TextLine(line.rstrip(b"\r\n").decode("utf-8", "backslashreplace"),
+                            reason="not_utf8", note="not UTF-8: bytes kept as \\xNN escapes")
+    else:
+        text = line
+    text = text.rstrip("\r\n")
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        return TextLine(text, reason="too_deep", note="JSON nested too deeply to parse")
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "["):  # meant to be JSON: say what is wrong with it
+            return TextLine(text, reason="bad_json", note=f"invalid JSON: {as_text(str(exc), 120)}")
+        return TextLine(text)
+    try:
+        return parse_obj(text, data)
+    except RecursionError:  # a line that decoded at the edge of the limit (parse_obj recurses)
+        return TextLine(text, reason="too_deep", note="JSON nested too deeply to parse")

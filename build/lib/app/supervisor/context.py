@@ -1,0 +1,93 @@
+"""What each tier is told besides its prompt file: the appended system prompt and recovery prompts.
+
+The appended system prompt (``--append-system-prompt``, re-sent on every resume because the CLI
+does not persist it, reference §8) carries: the tier's role and limits, the most relevant active
+memories under a size budget, and for tiers 2-3 the previous tier's handoff and the chain so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.store import memories
+from app.store.db import Database
+from app.store.rows import CheckRow
+
+ROLES = {
+    1: "tier 1 (observe): read-only checks; never change anything",
+    2: "tier 2 (investigate): find root causes and apply only safe, reversible fixes",
+    3: "tier 3 (remediate): full remediation with backups, one change at a time",
+}
+
+
+async def memories_block(db: Database, budget: int) -> str:
+    """Active memories by confidence, then recency, until ``budget`` characters are used."""
+    if budget <= 0:
+        return ""
+    rows = await memories.prompt_memories(db)
+    lines: list[str] = []
+    used = 0
+    for r in rows:
+        key = f"{r['service']}:{r['category']}" if r["service"] else r["category"]
+        line = f"- [{r['confidence']:.2f}] {key}: {r['value']}"
+        if used + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    if not lines:
+        return ""
+    return ("## What earlier runs learned (memories; confidence in brackets)\n" + "\n".join(lines) +
+            "\nTreat these as hints to verify, not facts. Report durable new observations as memories.")
+
+
+def handoff_block(parent: Mapping[str, Any], checks: Sequence[CheckRow], chain: Sequence[Mapping[str, Any]]) -> str:
+    """The previous tier's findings, as the next tier's starting point (``parent`` and ``chain``
+    are session rows, JSON columns decoded)."""
+    failed = parent.get("escalation_failed_checks")
+    if not isinstance(failed, list):
+        failed = []
+    parts = [
+        f"## Escalation from tier {parent['tier']} (session {parent['id']})",
+        f"Reason: {parent.get('escalation_reason') or 'not given'}",
+    ]
+    if parent.get("escalation_context"):
+        parts.append(f"Context: {parent['escalation_context']}")
+    if failed:
+        parts.append("Failed checks:\n" + "\n".join(f"- {c}" for c in failed))
+    if checks:
+        parts.append("Services checked by the previous tier:\n" + "\n".join(
+            f"- {c['name']}: {c['status']}" + (f" — {c['detail']}" if c.get("detail") else "") for c in checks))
+    if parent.get("summary"):
+        parts.append(f"Previous tier's summary: {parent['summary']}")
+    if len(chain) > 1:
+        parts.append("Chain so far:\n" + "\n".join(
+            f"- tier {s['tier']} session {s['id']}: {s['status']}, {s.get('escalation_reason') or s.get('summary') or ''}"
+            for s in chain))
+    parts.append("Start by re-checking these findings; they may have changed since.")
+    return "\n\n".join(parts)
+
+
+def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None) -> str:
+    parts = [
+        f"You are TierOps {ROLES.get(tier, f'tier {tier}')}. Tiers above you: "
+        f"{'none — you are the last automated tier; anything you cannot fix goes to a human' if tier >= max_tier else f'up to tier {max_tier}'}.",
+        "Finish by calling the StructuredOutput tool exactly once with your report.",
+    ]
+    if handoff:
+        parts.append(handoff)
+    if memories:
+        parts.append(memories)
+    return "\n\n".join(parts)
+
+
+def recovery_prompt(errors: list[dict[str, str]], had_output: bool) -> str:
+    """The resume prompt of output recovery: what was wrong, and the one thing to do now."""
+    if not had_output:
+        head = "Your previous answer did not call the StructuredOutput tool, so TierOps received no report."
+    else:
+        head = "Your StructuredOutput did not match the required schema. TierOps found these problems:"
+    listed = "\n".join(f"- {e['path']}: {e['message']}" for e in errors[:30]) if had_output else ""
+    return (f"{head}\n{listed}\n\nDo not run any more checks. Call the StructuredOutput tool now, once, with your "
+            "complete report (summary, events, memories, escalation, services_checked) based on what you already "
+            "found, fixing the problems listed.").replace("\n\n\n", "\n\n")

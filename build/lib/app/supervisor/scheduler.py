@@ -1,0 +1,283 @@
+"""When cycles run, and that only one runs at a time — across processes too.
+
+* A cycle is one escalation chain (``chain.run_chain``). The first scheduled cycle starts at once,
+  then every ``TIEROPS_INTERVAL`` seconds (measured start to start), or at the times of
+  ``TIEROPS_CRON`` when set. A cycle that overruns its slot delays the next one; none is stacked.
+* Exclusivity: an asyncio lock inside the process and an ``flock`` on ``STATE_DIR/cycle.lock``
+  between processes (``tierops run`` while ``tierops supervise`` works). A second trigger is
+  refused at once with :class:`CycleBusy` naming the holder — it never waits, never runs two.
+* The sweep (issue #9 §4: no session row stays ``running`` unless its CLI is alive): at start,
+  and again at the start of every cycle, each supervised session still ``running`` that is not
+  one of this process's live sessions (``handles``) is ended ``interrupted``. Before its row is
+  marked, a CLI it recorded (pid, process group, start time) that is still alive is killed —
+  only when pid *and* start time match, so a recycled pid is never killed (on Linux the
+  parent-death signal usually took it already; see ``runner``). At start it runs only when no
+  other process holds the cycle lock, so a live ``tierops run`` is not touched; at a cycle's start
+  this process holds the lock itself, so no other process can have a session running. Sessions
+  whose folder is under another state dir (so under another cycle lock) are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.clock import utcnow
+from app.config import Settings
+from app.errors import CycleBusy
+from app.output.validate import OutputValidator
+from app.store import processes
+from app.store.db import Database
+from app.store.rows import ChainLink
+from app.supervisor.chain import run_chain
+from app.supervisor.hub import Hub
+from app.supervisor.runner import kill_leftover
+from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
+from app.vocab import Trigger
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CycleBusy", "Supervisor", "status"]
+
+
+class _CycleLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, what: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise CycleBusy(f"a cycle is already running ({holder}); try again when it has finished") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "started_at": utcnow(), "what": what}).encode())
+        self._fd = fd
+
+    def held_elsewhere(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops our probe lock
+        return False
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {data.get('pid')}, {data.get('what')}, started {data.get('started_at')}"
+    except (OSError, ValueError):
+        return "holder unknown"
+
+
+FIRST_SESSION_WAIT = 10.0  # seconds start_cycle waits for the cycle's first session row
+
+
+@dataclass(frozen=True)
+class CycleStart:
+    """A cycle started in the background: its first session (None if it has none yet, or
+    finished without one) and the task running it."""
+
+    session_pk: int | None
+    task: asyncio.Task[list[ChainLink]]
+
+
+class Supervisor:
+    def __init__(self, db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.validator = validator
+        self.hub = hub or Hub()
+        self._running = False
+        self._file_lock = _CycleLock(settings.state_dir / "cycle.lock")
+        self.handles: dict[int, SessionHandle] = {}
+        self.next_run_at: datetime | None = None
+        self.last_chain: list[ChainLink] = []
+        self.current_task: asyncio.Task[list[ChainLink]] | None = None
+        # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
+        self.first_session: asyncio.Future[int] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._running
+
+    async def recover_interrupted(self) -> int:
+        """At start: kill the live CLIs of sessions a killed supervisor left ``running``, then mark
+        those sessions ``interrupted``. Returns how many were marked."""
+        if self._file_lock.held_elsewhere():
+            return 0
+        return await self._sweep("found at restart")
+
+    async def _sweep(self, when: str) -> int:
+        """End every supervised session still ``running`` that is not this process's own (the
+        caller holds the cycle lock, or made sure nobody does), killing its recorded CLI first."""
+        state = self.settings.state_dir.resolve()
+        home = state / "home"  # the HOME every CLI of ours gets
+        count = 0
+        for row in await processes.running_sessions_with_process(self.db):
+            if row.id in self.handles:
+                continue  # a live session of this process
+            if row.cwd is not None and Path(row.cwd).parent != state / "sessions":
+                continue  # started with another state dir (another cycle lock): not ours to judge
+            reason = f"the supervisor stopped while this session ran ({when})"
+            if row.cli_pid is not None:
+                killed = await asyncio.to_thread(kill_leftover, row.cli_pid, row.cli_pgid, row.cli_start_time, home)
+                if row.cli_pid in killed:
+                    reason += f"; its CLI (pid {row.cli_pid}) was still running and was killed"
+                elif killed:
+                    reason += f"; processes it left ({', '.join(map(str, killed))}) were killed"
+            if await processes.mark_interrupted(self.db, row.id, reason):
+                count += 1
+                log.warning("session %d marked interrupted: %s", row.id, reason)
+        return count
+
+    def _claim(self, what: str) -> asyncio.Future[int]:
+        """Take the cycle, or raise CycleBusy at once. The flock also excludes this process
+        itself (flock locks belong to the open file), so two claims can never both succeed."""
+        if self._running:
+            raise CycleBusy("a cycle is already running in this process; try again when it has finished")
+        self._file_lock.acquire(what)
+        self._running = True
+        self.first_session = asyncio.get_running_loop().create_future()
+        return self.first_session
+
+    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[ChainLink]:
+        log.info("%s cycle started at tier %d", trigger, tier)
+        try:
+            try:  # this process holds the cycle lock: no other process has a session running
+                await self._sweep("found at the start of a later cycle")
+            except Exception:  # the sweep must never keep the cycle from running
+                log.exception("the sweep of sessions left running failed")
+            chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
+                                    prompt=prompt, trigger=trigger, on_session=self._track)
+            self.last_chain = chain
+            log.info("%s cycle finished: %s", trigger,
+                     ", ".join(f"tier {s['tier']} session {s['id']} {s['status']}" for s in chain) or "no session")
+            return chain
+        finally:
+            self.handles.clear()
+            self._running = False
+            self._file_lock.release()
+
+    async def run_cycle(self, *, tier: int = 1, prompt: str | None = None,
+                        trigger: str = Trigger.MANUAL) -> list[ChainLink]:
+        """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running."""
+        self._claim(f"{trigger} cycle from tier {tier}")
+        return await self._run_claimed(tier, prompt, trigger)
+
+    async def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
+                          wait: float = FIRST_SESSION_WAIT) -> CycleStart:
+        """Start a cycle in the background and wait until its first session exists (the one
+        run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
+        a cycle runs, and the cycle's own exception if it failed before creating a session."""
+        first = self._claim(f"{trigger} cycle from tier {tier}")
+        started = False
+
+        async def body() -> list[ChainLink]:
+            nonlocal started
+            started = True
+            return await self._run_claimed(tier, prompt, trigger)
+
+        def finished(task: asyncio.Task[list[ChainLink]]) -> None:
+            if not started:  # cancelled before its first step: _run_claimed's finally never ran
+                self._running = False
+                self._file_lock.release()
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("%s cycle from tier %d failed: %s: %s", trigger, tier, type(exc).__name__, exc,
+                          exc_info=exc)
+
+        task = asyncio.create_task(body(), name=f"tierops-cycle-{trigger}")
+        task.add_done_callback(finished)
+        self.current_task = task
+        waiting: set[asyncio.Future[Any]] = {first, task}
+        await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        if first.done():
+            return CycleStart(first.result(), task)
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
+        return CycleStart(None, task)  # finished without a session, or still preparing after `wait` s
+
+    def _track(self, pk: int, handle: SessionHandle) -> None:
+        self.handles[pk] = handle
+        if self.first_session is not None and not self.first_session.done():
+            self.first_session.set_result(pk)
+
+    def stop_session(self, pk: int) -> bool:
+        handle = self.handles.get(pk)
+        if handle is None:
+            return False
+        handle.stop()
+        return True
+
+    def stop_all(self, reason: str = STOPPED_BY_OPERATOR) -> None:
+        for handle in list(self.handles.values()):
+            handle.stop(reason)
+
+    def _next_delay(self, started: float) -> float:
+        """Seconds until the next cycle: cron's next time, or ``interval`` after ``started``."""
+        if self.settings.cron:
+            from croniter import croniter
+
+            now = datetime.now(UTC)
+            nxt: datetime = croniter(self.settings.cron, now).get_next(datetime)
+            delay = (nxt - now).total_seconds()
+        else:
+            delay = self.settings.interval - (time.monotonic() - started)
+        delay = max(0.0, delay)
+        self.next_run_at = datetime.fromtimestamp(time.time() + delay, UTC)
+        return delay
+
+    async def run_forever(self, *, cycles: int | None = None) -> None:
+        """Scheduled cycles until cancelled (or ``cycles`` have run). With an interval the first
+        cycle starts at once; with cron at the first matching time."""
+        await self.recover_interrupted()
+        if self.settings.cron:
+            await asyncio.sleep(self._next_delay(time.monotonic()))
+        done = 0
+        while cycles is None or done < cycles:
+            started = time.monotonic()
+            try:
+                await self.run_cycle(trigger=Trigger.SCHEDULE)
+            except CycleBusy as exc:
+                log.warning("scheduled cycle skipped: %s", exc)
+            except Exception:  # a broken cycle must not stop the schedule
+                log.exception("scheduled cycle failed")
+            done += 1
+            if cycles is not None and done >= cycles:
+                break
+            await asyncio.sleep(self._next_delay(started))
+
+    async def shutdown(self) -> None:
+        """Stop running sessions (their process groups) and wait for the cycle to wind down."""
+        self.stop_all(STOPPED_BY_SHUTDOWN)
+        if self.current_task and not self.current_task.done():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)
+
+
+def status(supervisor: Supervisor) -> dict[str, Any]:
+    return {"busy": supervisor.busy,
+            "next_run_at": supervisor.next_run_at.isoformat() if supervisor.next_run_at else None,
+            "running_sessions": sorted(supervisor.handles)}

@@ -1,0 +1,252 @@
+"""One tier session: spawn the CLI, stream it into the recorder, recover its output, finalize.
+
+Output recovery (issue #3): a run that ends ``success`` without ``structured_output`` (the CLI
+lets a model answer in text, reference §5.4) or whose output fails TierOps' own validation is
+resumed in the same CLI session (``--resume <session_id>``, same cwd and HOME, ``--json-schema``
+and ``--append-system-prompt`` passed again because the CLI forgets them, §8) with a short prompt
+listing the validation errors. ``TIEROPS_OUTPUT_MAX_RETRIES`` bounds it. Each attempt is an
+``output_attempts`` row; after the last one the recorder falls back to markers / handoff.json
+and marks the session degraded. Failures (``is_error``, error subtypes, no result line) are not
+retried: they are recorded with their reason.
+
+Large texts (issue #9 §4): a system prompt too long for the command line
+(:func:`runner.too_long_for_argv`) is written to ``SYSTEM_PROMPT_FILE`` in the session's cwd and
+passed as ``--append-system-prompt-file`` on every run, resumes included; a prompt too long is
+written to the CLI's stdin. The full texts are stored in the database as before.
+
+The CLI's pid, process group and start time are stored on the row as soon as it starts
+(``store.processes.record_process``), so a supervisor that dies without finalizing leaves enough
+for the next one to kill a CLI still running (``Supervisor.recover_interrupted``). Any failure
+after the row exists, even while preparing the run (its folder, its prompt file), ends the
+session ``failed`` with why, so no row is left ``running`` by an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.config import Settings
+from app.engine.outcomes import AttemptOutcome
+from app.engine.recorder import RecorderOptions, SessionRecorder
+from app.engine.report import SessionReport
+from app.errors import CLIError, StorageUnavailable
+from app.output.validate import OutputValidator
+from app.store import processes, sessions
+from app.store.db import Database
+from app.supervisor.context import recovery_prompt
+from app.supervisor.hub import Hub
+from app.supervisor.runner import (
+    Launch,
+    LineSink,
+    ProcessIdentity,
+    ProcessOutcome,
+    RunningProcess,
+    build_argv,
+    child_env,
+    stdin_bytes,
+    too_long_for_argv,
+)
+from app.tasks import spawn
+from app.vocab import AttemptKind, SessionStatus
+
+log = logging.getLogger(__name__)
+
+# In the session's cwd: the appended system prompt when it is too long for the command line.
+SYSTEM_PROMPT_FILE = ".tierops-system-prompt.md"
+
+
+@dataclass
+class TierRequest:
+    tier: int
+    prompt: str
+    system_prompt: str
+    trigger: str
+    parent_pk: int | None = None
+    chain_id: int | None = None
+
+
+@dataclass
+class SessionResult:
+    pk: int
+    report: SessionReport
+    api_failure: bool
+    attempts: int
+
+
+STOPPED_BY_OPERATOR = "stopped by an operator"
+STOPPED_BY_SHUTDOWN = "the supervisor shut down while the session ran"
+STORAGE_FINAL_WRITE = 5.0  # seconds to record "storage error" once storage has been given up on
+
+
+class SessionHandle:
+    """Lets the scheduler (and the Stop button) reach a running session's process."""
+
+    def __init__(self) -> None:
+        self.process: RunningProcess | None = None
+        self.stopped = False
+        self.stop_reason = STOPPED_BY_OPERATOR
+
+    def stop(self, reason: str = STOPPED_BY_OPERATOR) -> None:
+        """Kill the session's CLI; ``reason`` is what the session row will say (issue #9 §2:
+        "interrupted" names who stopped it — an operator, or the supervisor shutting down)."""
+        if not self.stopped:
+            self.stop_reason = reason
+        self.stopped = True
+        if self.process is not None:
+            self.process.stop()
+
+
+async def run_tier_session(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None,
+                           req: TierRequest, handle: SessionHandle | None = None,
+                           on_start: Callable[[int, SessionHandle], None] | None = None) -> SessionResult:
+    """1. create the session row; 2. spawn and stream; 3. recover output by resuming;
+    4. finalize (route, status) and return the report."""
+    handle = handle or SessionHandle()
+    cfg = settings.tier(req.tier)
+    options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None)
+    rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
+                                      trigger=req.trigger, parent_session_id=req.parent_pk)
+    records: list[asyncio.Task[None]] = []
+
+    def record(identity: ProcessIdentity) -> None:
+        """Store the started CLI's identity (for the sweep of a later supervisor) without holding
+        up its stream: a background write, awaited before the session is finalized."""
+        records.append(spawn(processes.record_process(db, rec.session_pk, identity.pid, identity.pgid,
+                                                      identity.start_time), f"session-{rec.session_pk}-process"))
+
+    exit_code: int | None = None
+    stderr_tail = ""
+    override: tuple[str, str] | None = None
+    outcome: AttemptOutcome | None = None
+    try:
+        state = settings.state_dir.resolve()
+        cwd = state / "sessions" / str(rec.session_pk)
+        home = state / "home"
+        cwd.mkdir(parents=True, exist_ok=True)
+        home.mkdir(parents=True, exist_ok=True)
+        rec.cwd = str(cwd)
+        env = child_env(home, settings.allowed_env())
+        wire_schema = validator.wire_schema()
+        system_file = _system_prompt_file(cwd, req.system_prompt)
+
+        def launch_for(prompt: str, resume: str | None = None) -> Launch:
+            """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and
+            ``--append-system-prompt`` (reference §8); a prompt too long for the command line
+            goes to stdin."""
+            on_stdin = too_long_for_argv(prompt)
+            argv = build_argv(settings.claude_bin, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
+                              system_prompt=req.system_prompt, allowed_tools=cfg.allowed_tools,
+                              disallowed_tools=cfg.disallowed_tools, max_turns=cfg.max_turns,
+                              add_dirs=settings.read_dirs(), resume=resume, prompt_on_stdin=on_stdin,
+                              system_prompt_file=system_file)
+            return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(prompt) if on_stdin else None)
+
+        launch = launch_for(req.prompt)
+        await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
+                                  argv=launch.argv, system_prompt=req.system_prompt)
+        log.info("session %d started: tier %d (%s), trigger %s", rec.session_pk, req.tier, cfg.model, req.trigger)
+        if hub:
+            hub.notify(rec.session_pk, "session_started", tier=req.tier)
+        if on_start:
+            on_start(rec.session_pk, handle)
+
+        async def sink(batch: list[bytes]) -> None:
+            for line in batch:
+                await rec.feed(line)
+            await rec.flush()  # one commit per read: live pages see lines as they come
+
+        proc_out = await _spawn(handle, launch, sink, settings, record)
+        exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail
+        outcome = await rec.end_attempt(exit_code)
+        override = _override(proc_out, cfg.timeout, handle)
+        retries = 0
+        while (override is None and outcome.needs_recovery and rec.session_id
+               and retries < settings.output_max_retries and not handle.stopped):
+            retries += 1
+            rec.begin_attempt(AttemptKind.RESUME)
+            log.info("session %d: output recovery, resume %d of %d", rec.session_pk, retries,
+                     settings.output_max_retries)
+            errors = outcome.validation.errors_as_dicts() if outcome.validation else []
+            resume = launch_for(recovery_prompt(errors, outcome.has_output), resume=rec.session_id)
+            proc_out = await _spawn(handle, resume, sink, settings, record)
+            exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
+            outcome = await rec.end_attempt(exit_code)
+            override = _override(proc_out, cfg.timeout, handle)
+        if len(rec.outcomes) > 1 and rec.outcomes[0].run.status == SessionStatus.COMPLETED and (
+                (override and override[0] == SessionStatus.FAILED) or outcome.run.status == SessionStatus.FAILED):
+            # The check itself completed; only a recovery resume failed (timeout, API error): keep
+            # the run as completed (degraded: no valid output) rather than failing the session.
+            why = override[1] if override else outcome.run.reason
+            override = (SessionStatus.COMPLETED, f"output recovery stopped: resume attempt {outcome.attempt} failed ({why})")
+    except CLIError as exc:
+        override = (SessionStatus.FAILED, str(exc))
+    except asyncio.CancelledError:
+        # The supervisor itself is stopping: the only case that is "interrupted". Never leave the
+        # row 'running'; the process group was killed by the runner's own cancellation path.
+        await rec.finalize(status=SessionStatus.INTERRUPTED, reason="supervisor stopped while the session ran",
+                           exit_code=exit_code, stderr_tail=stderr_tail or None)
+        raise
+    except StorageUnavailable as exc:
+        # Storage stayed broken past TIEROPS_STORAGE_RETRY_LIMIT: the runner killed the CLI when its
+        # sink failed; record the truth if storage allows it now, else the next sweep marks the row.
+        log.error("session %d: %s", rec.session_pk, exc)
+        try:
+            await asyncio.wait_for(rec.finalize(status=SessionStatus.FAILED, reason=str(exc), exit_code=exit_code,
+                                                stderr_tail=stderr_tail or None), STORAGE_FINAL_WRITE)
+        except (StorageUnavailable, TimeoutError):
+            log.error("session %d: its final status could not be stored; the next sweep marks it", rec.session_pk)
+        raise
+    except Exception as exc:
+        # A bug (ours, or storage failing): the session failed, and the operator sees why (issue #8).
+        log.exception("session %d: internal error", rec.session_pk)
+        await rec.finalize(status=SessionStatus.FAILED, reason=f"internal error: {type(exc).__name__}: {exc}",
+                           exit_code=exit_code, stderr_tail=stderr_tail or None)
+        raise
+    await _settle(records)
+    report = await rec.finalize(status=override[0] if override else None, reason=override[1] if override else None,
+                                exit_code=exit_code, stderr_tail=stderr_tail or None)
+    if hub:
+        hub.notify(rec.session_pk, "session_finished", status=report["status"])
+    api_failure = bool(outcome and outcome.run.api_failure and override is None)
+    return SessionResult(rec.session_pk, report, api_failure, report["attempts"])
+
+
+def _system_prompt_file(cwd: Path, text: str) -> str | None:
+    """The file to pass as ``--append-system-prompt-file`` when ``text`` is too long for the
+    command line (written here, private to the supervisor's user), else None (inline)."""
+    if not too_long_for_argv(text):
+        return None
+    path = cwd / SYSTEM_PROMPT_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text.encode("utf-8", "replace"))
+    return str(path)
+
+
+async def _settle(records: list[asyncio.Task[None]]) -> None:
+    """Wait for the process records still being written (a failure is logged by ``spawn``)."""
+    if records:
+        await asyncio.gather(*records, return_exceptions=True)
+        records.clear()
+
+
+async def _spawn(handle: SessionHandle, launch: Launch, sink: LineSink, settings: Settings,
+                 on_start: Callable[[ProcessIdentity], None]) -> ProcessOutcome:
+    process = RunningProcess(launch)
+    handle.process = process
+    if handle.stopped:
+        process.stop()
+    return await process.run(sink, settings.kill_grace, on_start)
+
+
+def _override(proc: ProcessOutcome, timeout: float, handle: SessionHandle) -> tuple[str, str] | None:
+    if proc.stopped:
+        return (SessionStatus.INTERRUPTED, handle.stop_reason)
+    if proc.timed_out:
+        return (SessionStatus.FAILED, f"timed out after {timeout:g} s; the process group was killed")
+    return None

@@ -1,0 +1,38 @@
+"""Background asyncio tasks that cannot fail silently.
+
+Why: a task created with ``asyncio.create_task`` and never awaited (or awaited only on some paths)
+loses its exception: asyncio prints "Task exception was never retrieved" at garbage collection, if
+ever, without the task's purpose. :func:`spawn` names the task and adds a done-callback that logs
+the exception a task ended with, with its traceback, at the moment it ends. Awaiting the task
+still raises the exception as usual; cancellation is not an error and is not logged.
+
+A foundation module: standard library only, importable from any layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def spawn(coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+    """``asyncio.create_task(coro, name=name)``, plus a done-callback logging its exception."""
+    task = asyncio.create_task(coro, name=name)
+    task.add_done_callback(log_task_exception)
+    return task
+
+
+def log_task_exception(task: asyncio.Task[Any]) -> None:
+    """Done-callback: log (ERROR, with traceback) the exception ``task`` ended with, if any."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("task %r failed: %s: %s", task.get_name(), type(exc).__name__, exc,
+                  exc_info=(type(exc), exc, exc.__traceback__))

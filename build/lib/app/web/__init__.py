@@ -1,0 +1,1 @@
+"""The dashboard and REST API (issue #4): starlette app, pages, SSE streams, security."""

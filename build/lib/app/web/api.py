@@ -1,0 +1,337 @@
+"""REST API under ``/api/v1`` (JSON; errors are ``{error, detail}``; documented in openapi.py).
+
+Bad input never yields a 500: query and path parameters are checked (422/404), bodies are
+read up to ``API_BODY_MAX_BYTES`` (413 beyond, refused while reading), must be JSON (415 for
+another declared media type), are validated with pydantic models (422 listing every problem),
+and state conflicts are 409.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from app.errors import CycleBusy
+from app.store import activity as activity_store
+from app.store import attempts, findings
+from app.store import memories as memory_store
+from app.store import sessions as session_store
+from app.store.memories import MemoryConflict
+from app.store.rows import SessionRow
+from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
+from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
+from app.web.limits import (
+    API_BODY_MAX_BYTES,
+    MEMORY_CATEGORY_MAX,
+    MEMORY_DEFAULT_CONFIDENCE,
+    MEMORY_SERVICE_MAX,
+    MEMORY_VALUE_MAX,
+    PROMPT_MAX_CHARS,
+)
+from app.web.openapi import (
+    ACTIVITY_LIMIT,
+    EVENTS_LIMIT,
+    MEMORIES_LIMIT,
+    SESSIONS_LIMIT,
+    ActivityLine,
+    ResultBody,
+    RunStarted,
+    SessionDetail,
+    StopAccepted,
+    document,
+)
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+# strict: a JSON string is not a number and 0 is not false (the OpenAPI types are the only ones accepted)
+class RunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tier: int = Field(MIN_TIER, ge=MIN_TIER, le=MAX_TIER)
+    prompt: str | None = Field(None, max_length=PROMPT_MAX_CHARS)
+
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _integral(cls, value: Any) -> Any:
+        """JSON Schema's integer includes 1.0 (strict mode alone would refuse it)."""
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+
+    @field_validator("prompt")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain a NUL byte (it cannot be passed on a command line)")
+        return value
+
+
+ASCII_SPACE = " \t\n\r\f\v"  # what is stripped: a set every regex engine agrees on (openapi.py's pattern)
+
+
+def _strip(value: str | None, *, blank_ok: bool) -> str | None:
+    """Surrounding ASCII whitespace is dropped after the length check (maxLength counts what was sent)."""
+    if value is None:
+        return None
+    value = value.strip(ASCII_SPACE)
+    if not value and not blank_ok:
+        raise ValueError("must contain more than whitespace")
+    return value
+
+
+class MemoryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    category: str = Field(min_length=1, max_length=MEMORY_CATEGORY_MAX)
+    value: str = Field(min_length=1, max_length=MEMORY_VALUE_MAX)
+    service: str | None = Field(None, max_length=MEMORY_SERVICE_MAX)
+    confidence: float = Field(MEMORY_DEFAULT_CONFIDENCE, ge=0, le=1)
+    active: bool = True
+
+    @field_validator("category", "value", "service")
+    @classmethod
+    def _stripped(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _strip(value, blank_ok=info.field_name == "service")
+
+
+class MemoryPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    category: str | None = Field(None, min_length=1, max_length=MEMORY_CATEGORY_MAX)
+    value: str | None = Field(None, min_length=1, max_length=MEMORY_VALUE_MAX)
+    service: str | None = Field(None, max_length=MEMORY_SERVICE_MAX)
+    confidence: float | None = Field(None, ge=0, le=1)
+    active: bool | None = None
+
+    @field_validator("category", "value", "service")
+    @classmethod
+    def _stripped(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _strip(value, blank_ok=info.field_name == "service")
+
+    @model_validator(mode="after")
+    def _no_null_for_required_columns(self) -> MemoryPatch:
+        for name in ("category", "value", "confidence", "active"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null (only service may be cleared)")
+        return self
+
+
+def _limit(request: Request, bounds: tuple[int, int, int]) -> int:
+    default, low, high = bounds
+    return int_param(request, "limit", default, minimum=low, maximum=high)
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+async def _body(request: Request, model: type[M], *, required: bool = True) -> M:
+    """The JSON body as ``model``. A request without ``Content-Type`` is read as JSON (scripts);
+    another declared media type is 415. No body at all is ``{}`` when the body is optional."""
+    ctype = request.headers.get("content-type")
+    if ctype is not None and not _is_json(ctype):
+        raise ApiError(415, "unsupported_media_type",
+                       f"the request body must be application/json, not {ctype.split(';')[0].strip()!r}")
+    raw = await read_body(request, API_BODY_MAX_BYTES)
+    if not raw.strip():
+        if required:
+            raise ApiError(422, "invalid_body", "a JSON object body is required")
+        raw = b"{}"
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_json", f"request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(422, "invalid_json", "request body is not JSON we accept: nested too deeply") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [{"path": "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]),
+                     "message": e["msg"]} for e in exc.errors()]
+        raise ApiError(422, "invalid_body", problems) from None
+
+
+async def _session_or_404(request: Request) -> SessionRow:
+    pk = path_int(request)
+    row = await session_store.get_session(state(request).db, pk)
+    if row is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
+    return row
+
+
+async def sessions(request: Request) -> Response:
+    rows = await session_store.list_sessions(
+        state(request).db, status=choice_param(request, "status", values(SessionStatus)),
+        tier=int_param(request, "tier", minimum=MIN_TIER, maximum=MAX_TIER),
+        limit=_limit(request, SESSIONS_LIMIT), offset=int_param(request, "offset", 0))
+    return JSONResponse(rows)
+
+
+async def session(request: Request) -> Response:
+    row = await _session_or_404(request)
+    body: SessionDetail = {**row, "output_attempts": await attempts.list_attempts(state(request).db, row["id"])}
+    return JSONResponse(body)
+
+
+async def activity(request: Request) -> Response:
+    pk = path_int(request)
+    db = state(request).db
+    if await session_store.session_status(db, pk) is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
+    after = int_param(request, "after", 0)
+    rows = await activity_store.lines_after(db, pk, after, _limit(request, ACTIVITY_LIMIT))
+    # the session is in the URL
+    lines: list[ActivityLine] = [{"seq": r["seq"], "attempt": r["attempt"], "ts": r["ts"], "type": r["type"],
+                                  "subtype": r["subtype"], "display": r["display"], "raw": r["raw"]} for r in rows]
+    return JSONResponse(lines)
+
+
+async def result(request: Request) -> Response:
+    """result_data (the accepted structured output) or result_text (the CLI's text), never both."""
+    row = await _session_or_404(request)
+    body: ResultBody = {"session_id": row["session_id"], "status": row["status"], "source": row["source"],
+                        "attempts": row["attempts"],
+                        "validation": {"valid": row["validation_valid"], "errors": row["validation_errors"] or []}}
+    if row["structured_output"] is not None:
+        body["result_data"] = row["structured_output"]
+    else:
+        body["result_text"] = row["result_text"]
+    return JSONResponse(body)
+
+
+async def stop(request: Request) -> Response:
+    pk = path_int(request)
+    st = state(request)
+    status = await session_store.session_status(st.db, pk)
+    if status is None:
+        raise ApiError(404, "not_found", f"no session {pk}")
+    if status != SessionStatus.RUNNING or not st.supervisor.stop_session(pk):
+        raise ApiError(409, "not_running", f"session {pk} is not running in this server (status {status})")
+    accepted: StopAccepted = {"id": pk, "stopping": True}
+    return JSONResponse(accepted, status_code=202)
+
+
+async def runs(request: Request) -> Response:
+    """Start a chain; answer with its first session as soon as it exists (Supervisor.start_cycle)."""
+    req = await _body(request, RunRequest, required=False)
+    st = state(request)
+    if req.tier > st.settings.max_tier:
+        raise ApiError(422, "invalid_body", f"tier {req.tier} is above TIEROPS_MAX_TIER={st.settings.max_tier}")
+    try:
+        started = await st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger=Trigger.MANUAL)
+    except CycleBusy as exc:
+        raise ApiError(409, "cycle_running", str(exc)) from None
+    except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+        raise ApiError(500, "run_failed", f"the cycle could not start: {exc}") from None
+    if started.session_pk is None:
+        raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
+    pk = started.session_pk
+    started_body: RunStarted = {"id": pk, "tier": req.tier, "status": SessionStatus.RUNNING}
+    return JSONResponse(started_body, status_code=202, headers={"location": f"/api/v1/sessions/{pk}"})
+
+
+async def events(request: Request) -> Response:
+    rows = await findings.list_events(
+        state(request).db, level=choice_param(request, "level", values(Level)),
+        service=request.query_params.get("service") or None, session=int_param(request, "session"),
+        limit=_limit(request, EVENTS_LIMIT), offset=int_param(request, "offset", 0))
+    return JSONResponse(rows)
+
+
+def _active_param(request: Request) -> bool | None:
+    raw = request.query_params.get("active")
+    if raw not in (None, "", "true", "false", "1", "0"):
+        raise ApiError(422, "invalid_parameter", "query parameter 'active' must be true or false")
+    return None if raw in (None, "") else raw in ("true", "1")
+
+
+async def memories(request: Request) -> Response:
+    db = state(request).db
+    if request.method == "POST":
+        body = await _body(request, MemoryCreate)
+        try:
+            row = await memory_store.create_memory(db, **body.model_dump())
+        except MemoryConflict as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+        return JSONResponse(row, status_code=201)
+    rows = await memory_store.list_memories(
+        db, service=request.query_params.get("service") or None, category=request.query_params.get("category") or None,
+        active=_active_param(request), limit=_limit(request, MEMORIES_LIMIT),
+        offset=int_param(request, "offset", 0))
+    return JSONResponse(rows)
+
+
+async def memory(request: Request) -> Response:
+    db = state(request).db
+    pk = path_int(request)
+    if request.method == "DELETE":
+        if not await memory_store.delete_memory(db, pk):
+            raise ApiError(404, "not_found", f"no memory {pk}")
+        return Response(status_code=204)
+    body = await _body(request, MemoryPatch)
+    try:
+        row = await memory_store.update_memory(db, pk, body.model_dump(exclude_unset=True))
+    except MemoryConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    if row is None:
+        raise ApiError(404, "not_found", f"no memory {pk}")
+    return JSONResponse(row)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(document(token_required=state(request).token is not None))
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _documented(path: str, endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` refusing query parameters its OpenAPI operation does not list (422 naming them,
+    so a misspelt filter is not silently ignored)."""
+    ops = document(token_required=False)["paths"][path]
+    known = {method.upper(): {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+             for method, op in ops.items()}
+    if "GET" in known:
+        known["HEAD"] = known["GET"]
+
+    async def checked(request: Request) -> Response:
+        allowed = known.get(request.method, set())
+        if unknown := sorted(set(request.query_params) - allowed):
+            takes = ", ".join(sorted(allowed)) or "none"
+            raise ApiError(422, "invalid_parameter", f"unknown query parameter(s) {', '.join(map(repr, unknown))};"
+                                                     f" {request.method} {path} takes: {takes}")
+        return await endpoint(request)
+
+    return checked
+
+
+routes = [
+    Route("/sessions", _documented("/sessions", sessions)),
+    Route("/sessions/{id}", _documented("/sessions/{id}", session)),
+    Route("/sessions/{id}/activity", _documented("/sessions/{id}/activity", activity)),
+    Route("/sessions/{id}/result", _documented("/sessions/{id}/result", result)),
+    Route("/sessions/{id}/stop", _documented("/sessions/{id}/stop", stop), methods=["POST"]),
+    Route("/runs", _documented("/runs", runs), methods=["POST"]),
+    Route("/events", _documented("/events", events)),
+    Route("/memories", _documented("/memories", memories), methods=["GET", "POST"]),
+    Route("/memories/{id}", _documented("/memories/{id}", memory), methods=["PATCH", "DELETE"]),
+    Route("/openapi.json", openapi),
+]

@@ -1,0 +1,213 @@
+"""The starlette application: wiring, lifespan, login, health, metrics and the error handlers.
+
+Lifespan order (the only startup hook starlette has): open the store (migrations run there),
+mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler; on
+shutdown stop running sessions' process groups, cancel the scheduler, close the store.
+One uvicorn worker: the scheduler and the SSE hub live in this process.
+
+Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
+raised by a handler becomes JSON ``{error, detail}`` under ``/api/`` and for SSE streams, and
+the error page (with the usual nav) everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from app.config import Settings
+from app.errors import ConfigError
+from app.output.validate import OutputValidator
+from app.redact import install_log_redaction, redactor_for
+from app.store import dashboard
+from app.store.db import Database
+from app.supervisor.hub import Hub
+from app.supervisor.scheduler import Supervisor
+from app.tasks import spawn
+from app.web import api, pages, streams
+from app.web.auth import (
+    COOKIE,
+    COOKIE_MAX_AGE,
+    SecurityMiddleware,
+    is_loopback,
+    new_cookie,
+    safe_next,
+    token_ok,
+)
+from app.web.common import ApiError, WebState, json_error, state
+from app.web.templating import WEB_DIR, error_page, page
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    """Prometheus gauges read at scrape time from the store and the hub."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.sessions = Gauge("tierops_sessions", "Stored sessions", ["status", "tier"], registry=self.registry)
+        self.cost = Gauge("tierops_cost_usd_total", "Cost of all stored sessions (USD)", registry=self.registry)
+        self.lines = Gauge("tierops_ingest_lines_total", "Stream lines stored", registry=self.registry)
+        self.sse = Gauge("tierops_sse_clients", "Open SSE subscriptions", registry=self.registry)
+        self.busy = Gauge("tierops_cycle_running", "1 while a cycle runs", registry=self.registry)
+
+    async def render(self, st: WebState) -> bytes:
+        self.sessions.clear()
+        for r in await dashboard.session_counts(st.db):
+            self.sessions.labels(r["status"], str(r["tier"])).set(r["n"])
+        self.cost.set(await dashboard.total_cost(st.db))
+        self.lines.set(await dashboard.total_lines(st.db))
+        self.sse.set(st.hub.subscriber_count)
+        self.busy.set(int(st.supervisor.busy))
+        return generate_latest(self.registry)
+
+
+async def healthz(request: Request) -> Response:
+    try:
+        await dashboard.ping(state(request).db)
+    except Exception as exc:  # the point of a health check: report, never raise
+        log.warning("health check failed: %s: %s", type(exc).__name__, exc)
+        return JSONResponse({"status": "error", "db": str(exc)}, status_code=503)
+    return JSONResponse({"status": "ok", "db": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    return Response(await request.app.state.metrics.render(state(request)), media_type=CONTENT_TYPE_LATEST)
+
+
+async def login(request: Request) -> Response:
+    st = state(request)
+    nxt = safe_next(request.query_params.get("next"))
+    if st.token is None:
+        return RedirectResponse(nxt, status_code=303)
+    if request.method == "GET":
+        return page(request, "login.html", {"next": nxt, "error": None})
+    form = await pages.read_form(request)
+    nxt = safe_next(str(form.get("next") or "/"))
+    if not token_ok(st.token, str(form.get("token") or "")):
+        return page(request, "login.html", {"next": nxt, "error": "Wrong token."}, status=401)
+    resp = RedirectResponse(nxt, status_code=303)
+    resp.set_cookie(COOKIE, new_cookie(st.token), max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax",
+                    secure=request.url.scheme == "https")
+    return resp
+
+
+async def logout(request: Request) -> Response:
+    resp = RedirectResponse("/login", status_code=303)
+    resp.delete_cookie(COOKIE)
+    return resp
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or request.url.path.endswith("/stream")
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Every HTTP error (an ApiError from a handler, or starlette's 404/405): JSON or the error page."""
+    if not isinstance(exc, HTTPException):  # registered for HTTPException only; never a bare 500 anyway
+        return await server_error(request, exc)
+    error = exc.error if isinstance(exc, ApiError) else {404: "not_found", 405: "method_not_allowed"}.get(
+        exc.status_code, "error")
+    if _wants_json(request):
+        return json_error(exc.status_code, error, exc.detail, headers=exc.headers)  # e.g. Allow on a 405
+    response = error_page(request, exc.status_code, exc.detail)
+    response.headers.update(exc.headers or {})
+    return response
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    """A bug: starlette logs the traceback (it re-raises to the server after this response)."""
+    if _wants_json(request):
+        return json_error(500, "internal_error", f"{type(exc).__name__}: {exc}")
+    return error_page(request, 500, "internal error")
+
+
+def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
+    """``token`` defaults to the settings' token (TIEROPS_TOKEN / TIEROPS_TOKEN_FILE)."""
+    token = token if token is not None else settings.resolved_token()
+    if token is not None and settings.resolved_token() != token:
+        # the recorders' redactor reads the token from the settings: keep them the same
+        settings = settings.model_copy(update={"token": SecretStr(token), "token_file": None})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        redact = redactor_for(settings)  # knows the dashboard token too
+        install_log_redaction(redact)
+        db = await Database.open(settings.db, redact=redact)
+        validator = OutputValidator.from_file(settings.schema_file)
+        hub = Hub(prepare=streams.prepare_activity)
+        supervisor = Supervisor(db, settings, validator, hub)
+        await supervisor.recover_interrupted()
+        app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
+        scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                scheduler.cancel()
+            await supervisor.shutdown()
+            if scheduler is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
+                    await scheduler
+            await db.close()
+
+    routes = [
+        Route("/healthz", healthz),
+        Route("/metrics", metrics),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Mount("/api/v1", routes=api.routes),
+        *streams.routes,
+        *pages.routes,
+        Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
+    ]
+    app = Starlette(
+        routes=routes, lifespan=lifespan,
+        middleware=[Middleware(SecurityMiddleware, token=token)],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+    )
+    app.state.metrics = Metrics()
+    return app
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Run uvicorn with one worker. Refuses a non-loopback bind without a token (:class:`ConfigError`)."""
+    import uvicorn
+
+    token = settings.resolved_token()
+    if token is None and not is_loopback(host):
+        raise ConfigError(f"refusing to bind to {host}: without TIEROPS_TOKEN (or TIEROPS_TOKEN_FILE) anyone who "
+                          "can reach this address could run sessions and read their output; set a token or bind "
+                          "to 127.0.0.1")
+    check_listen(host, port)
+    uvicorn.run(create_app(settings, token=token), host=host, port=port, workers=1, proxy_headers=False)
+
+
+def check_listen(host: str, port: int) -> None:
+    """:class:`ConfigError` when ``host:port`` cannot be listened on (an unknown name, an address
+    of another machine, a port in use), before anything starts: one line instead of a traceback."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"--host {host!r} is not an address of this machine ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None

@@ -1,0 +1,196 @@
+"""Authentication and CSRF protection, as one pure ASGI middleware (SSE responses stream through
+untouched; starlette's BaseHTTPMiddleware would buffer them).
+
+* No token configured (``TIEROPS_TOKEN``/``TIEROPS_TOKEN_FILE`` unset): no login; ``tierops serve``
+  then refuses to bind anywhere but loopback.
+* Token configured: API calls need ``Authorization: Bearer <token>`` or the login cookie; pages
+  need the cookie (or the header) and redirect to ``/login`` otherwise. ``/healthz``, ``/login``
+  and ``/static`` stay open. The cookie is ``<expiry>.<HMAC-SHA256(token, expiry)>``: signed with
+  the token, so rotating the token logs everyone out; HttpOnly, SameSite=Lax.
+* Without a token, a request whose ``Host`` is not exactly ``localhost``, ``127.0.0.1`` or
+  ``[::1]`` (any port) is refused (DNS rebinding: a hostile page on a name resolving to 127.0.0.1
+  would otherwise be "same origin").
+* CSRF: every POST/PUT/PATCH/DELETE (forms and API) is refused with 403 when the browser says it
+  comes from elsewhere: ``Sec-Fetch-Site`` other than same-origin/none, or an ``Origin`` whose host
+  differs from ``Host``. Scripts (curl, the API with a bearer token) send neither and pass.
+  Deliberately header-based rather than form tokens: no state, and the API and forms share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+COOKIE = "tierops_session"
+COOKIE_MAX_AGE = 7 * 24 * 3600
+OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json")  # the document holds no data
+MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+# Defence in depth behind escaping: no inline script, no plugin, no framing, no MIME sniffing.
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+def sign(token: str, expiry: int) -> str:
+    mac = hmac.new(token.encode(), f"tierops-session:{expiry}".encode(), hashlib.sha256).hexdigest()
+    return f"{expiry}.{mac}"
+
+
+def cookie_ok(token: str, value: str | None) -> bool:
+    if not value or "." not in value:
+        return False
+    expiry_text, _, _ = value.partition(".")
+    if not (expiry_text.isascii() and expiry_text.isdigit() and len(expiry_text) <= 12) \
+            or int(expiry_text) < time.time():
+        return False
+    return hmac.compare_digest(sign(token, int(expiry_text)), value)
+
+
+def new_cookie(token: str) -> str:
+    return sign(token, int(time.time()) + COOKIE_MAX_AGE)
+
+
+def token_ok(token: str, offered: str | None) -> bool:
+    if not offered:
+        return False
+    return hmac.compare_digest(token.encode(), offered.encode())
+
+
+def _cookies(headers: Headers) -> dict[str, str]:
+    out = {}
+    for part in headers.get("cookie", "").split(";"):
+        name, sep, value = part.strip().partition("=")
+        if sep:
+            out[name] = value
+    return out
+
+
+def cross_site(headers: Headers) -> str | None:
+    """Why this request looks cross-site, or None."""
+    site = headers.get("sec-fetch-site")
+    if site and site not in ("same-origin", "none"):
+        return f"Sec-Fetch-Site is {site!r}"
+    origin = headers.get("origin")
+    if origin is not None:
+        if origin == "null":
+            return "Origin is null"
+        if urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
+            return f"Origin {origin!r} does not match Host {headers.get('host')!r}"
+    return None
+
+
+class SecurityMiddleware:
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        outer_send = send
+
+        async def send(message: dict[str, Any]) -> None:  # type: ignore[no-redef]
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await outer_send(message)
+
+        headers = Headers(scope=scope)
+        path = scope["path"]
+        is_api = path.startswith("/api/") or path == "/metrics"
+        if self.token is None and not loopback_host(headers.get("host", "")):
+            # Without a token the server only listens on loopback; a page on another name that
+            # resolves to 127.0.0.1 (DNS rebinding) would otherwise pass the Origin == Host check.
+            log.info("refused %s %s: Host %r is not loopback", scope["method"], path, headers.get("host"))
+            await _respond(send, 403, is_api, "host_not_allowed",
+                           f"Host {headers.get('host')!r} is not a loopback name; without TIEROPS_TOKEN only "
+                           "127.0.0.1, localhost and [::1] are served")
+            return
+        if scope["method"] in MUTATING and (why := cross_site(headers)):
+            log.info("refused %s %s as cross-site: %s", scope["method"], path, why)
+            await _respond(send, 403, is_api, "csrf_refused",
+                           f"cross-site request refused ({why}); use the dashboard itself or an API client")
+            return
+        if self.token is None or path.startswith(OPEN_PATHS):
+            await self.app(scope, receive, send)
+            return
+        auth = headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        if token_ok(self.token, bearer) or cookie_ok(self.token, _cookies(headers).get(COOKIE)):
+            scope.setdefault("state", {})["authenticated"] = True
+            await self.app(scope, receive, send)
+            return
+        if is_api or scope["method"] != "GET" or path.endswith("/stream"):
+            await _respond(send, 401, True, "unauthorized",
+                           "send 'Authorization: Bearer <TIEROPS_TOKEN>' or log in at /login",
+                           extra=[(b"www-authenticate", b'Bearer realm="tierops"')])
+            return
+        target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
+        await send({"type": "http.response.start", "status": 303,
+                    "headers": [(b"location", f"/login?next={quote(target, safe='')}".encode())]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _respond(send: Send, status: int, as_json: bool, error: str, detail: str,
+                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    if as_json:
+        body = json.dumps({"error": error, "detail": detail}).encode()
+        ctype = b"application/json"
+    else:
+        body = f"{status} {error}: {detail}\n".encode()
+        ctype = b"text/plain; charset=utf-8"
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *(extra or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+# The Host header values served without a token: exactly these names, each optionally with a port.
+# Nothing else, not even other spellings of loopback (``127.0.0.2``, ``*.localhost``,
+# ``localhost.localdomain``): a name an attacker's page can be reached under must not pass.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """A bind address only this machine reaches: ``localhost``, any address in 127.0.0.0/8, or
+    ``::1`` (also written ``[::1]``). Names are not resolved: ``localhost`` is the one name."""
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_host(host: str) -> bool:
+    """A ``Host`` header that is exactly ``localhost``, ``127.0.0.1`` or ``[::1]``, optionally with
+    ``:port`` (1 to 5 ASCII digits). The name is compared case-insensitively (DNS names are)."""
+    name, sep, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+    if not sep or name.endswith(":"):  # no port, or an unbracketed IPv6 address such as ::1
+        name, port = host, ""
+    elif not (port.isascii() and port.isdigit() and 1 <= len(port) <= 5):
+        return False
+    return name.lower() in LOOPBACK_HOSTS
+
+
+def safe_next(value: str | None) -> str:
+    """Only local paths: never redirect a login to another site."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/"
+    return value

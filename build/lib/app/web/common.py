@@ -1,0 +1,126 @@
+"""Helpers every web module shares: app state access, errors, query and path parameters, and
+the one request-body reader (forms and the API), which stops reading as soon as a body is over
+its limit."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, overload
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from app.config import Settings
+from app.output.validate import OutputValidator
+from app.store.db import Database
+from app.supervisor.hub import Hub
+from app.supervisor.scheduler import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WebState:
+    settings: Settings
+    db: Database
+    hub: Hub
+    supervisor: Supervisor
+    validator: OutputValidator
+    token: str | None
+
+
+def state(request: Request) -> WebState:
+    st: WebState = request.app.state.tierops  # set by the lifespan before any request
+    return st
+
+
+class ApiError(HTTPException):
+    """An error with its status code and a machine-readable ``error``. The app's handler renders
+    it as JSON ``{error, detail}`` under ``/api/`` and for streams, as the error page elsewhere
+    (``detail`` is then the page's message)."""
+
+    def __init__(self, status_code: int, error: str, detail: Any = None) -> None:
+        super().__init__(status_code=status_code, detail=detail)
+        self.error = error
+
+
+def json_error(status: int, error: str, detail: Any = None, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
+
+
+async def read_body(request: Request, limit: int, what: str = "request body") -> bytes:
+    """The request body, read chunk by chunk; 413 as soon as it is known to exceed ``limit`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; otherwise
+    (chunked, or a lying length) reading stops at the first chunk that crosses the limit, so at
+    most ``limit`` + one chunk is ever held. The rest of the body is never read: the server
+    closes the connection after the 413."""
+    declared = (request.headers.get("content-length") or "").strip()
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+        raise ApiError(413, "too_large", f"{what} is {declared} bytes; the limit is {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "too_large", f"{what} is larger than the limit of {limit} bytes")
+    return bytes(body)
+
+
+@overload
+def int_param(request: Request, name: str, default: int, *, minimum: int = 0, maximum: int = ...) -> int: ...
+
+
+@overload
+def int_param(request: Request, name: str, default: None = None, *, minimum: int = 0,
+              maximum: int = ...) -> int | None: ...
+
+
+def int_param(request: Request, name: str, default: int | None = None, *, minimum: int = 0,
+              maximum: int = 2**63 - 1) -> int | None:
+    """An optional integer query parameter within [minimum, maximum] (422 otherwise); empty is unset."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = _integral(raw, name)
+    if not minimum <= value <= maximum:
+        raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be between {minimum} and {maximum}")
+    return value
+
+
+def _integral(raw: str, name: str) -> int:
+    """``10.0`` or ``1e3``: integers as JSON Schema counts them (the OpenAPI document's ``integer``)."""
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number.is_integer()):
+        raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be an integer, got {raw[:40]!r}")
+    return int(number)
+
+
+def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> str | None:
+    """An optional query parameter from a closed set (``app.vocab.values(SomeEnum)``)."""
+    raw = request.query_params.get(name) or None
+    if raw is not None and raw not in choices:
+        raise ApiError(422, "invalid_parameter", f"query parameter {name!r} must be one of {', '.join(choices)}")
+    return raw
+
+
+SQLITE_MAX_INT = 2**63 - 1
+
+
+def path_int(request: Request, name: str = "id") -> int:
+    try:
+        value = int(request.path_params[name])
+    except (KeyError, ValueError):
+        raise ApiError(404, "not_found", f"no such {name}") from None
+    if not 0 <= value <= SQLITE_MAX_INT:  # beyond SQLite's integers: cannot exist (and would overflow)
+        raise ApiError(404, "not_found", f"no such {name}")
+    return value

@@ -1,0 +1,20 @@
+"""Input limits, once: the dashboard's forms, the API's pydantic models, the templates'
+``maxlength`` attributes and the OpenAPI document all read these, so they cannot disagree.
+
+A form and the API that do the same thing accept the same input: a prompt the Run Now form
+takes is a prompt ``POST /api/v1/runs`` takes.
+"""
+
+from __future__ import annotations
+
+PROMPT_MAX_CHARS = 20_000  # the extra prompt of a manual run (form and POST /runs)
+
+MEMORY_CATEGORY_MAX = 200
+MEMORY_VALUE_MAX = 10_000
+MEMORY_SERVICE_MAX = 200
+MEMORY_DEFAULT_CONFIDENCE = 0.7
+
+FILTER_TEXT_MAX = 200  # a free-text filter (service, category) of a page's query string
+
+FORM_MAX_BYTES = 256 * 1024  # a urlencoded form body (the largest field above, percent-encoded, fits)
+API_BODY_MAX_BYTES = 1024 * 1024  # a JSON body of the REST API; larger is 413, refused while reading

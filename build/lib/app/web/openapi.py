@@ -1,0 +1,304 @@
+"""The OpenAPI 3.1 document served at ``/api/v1/openapi.json``, written by hand: small, exact,
+and checked against behaviour by ``tests/web/test_schemathesis.py`` (every schemathesis check,
+with and without the token) and against the mounted routes by ``tests/web/test_api.py``.
+
+* Enums, tiers, lengths and ranges come from :mod:`app.vocab`, :mod:`app.web.limits` and the
+  constants below, the values the handlers check against.
+* Response schemas are derived from the ``TypedDict``\\ s the handlers return (the store's rows
+  in :mod:`app.store.rows` and the response shapes below), so a field added to a row is
+  documented with it. Objects allow additional properties: a client must ignore what it does
+  not know.
+* The document describes the server that serves it: with a token configured every operation
+  requires the bearer scheme (and may answer 401); without one there is no security requirement.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
+
+from app import __version__
+from app.store.rows import EventRow, MemoryRow, SessionListRow, SessionRow
+from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, values
+from app.web.limits import (
+    API_BODY_MAX_BYTES,
+    MEMORY_CATEGORY_MAX,
+    MEMORY_DEFAULT_CONFIDENCE,
+    MEMORY_SERVICE_MAX,
+    MEMORY_VALUE_MAX,
+    PROMPT_MAX_CHARS,
+)
+
+SQLITE_MAX_INT = 2**63 - 1
+NOT_BLANK = r"[^ \t\n\r\f\v]"  # a character api.py's strip keeps  # ids, offsets and sequence numbers are SQLite integers
+
+# Query parameter ranges: (default, minimum, maximum), read by the handlers in app/web/api.py.
+SESSIONS_LIMIT = (50, 1, 500)
+ACTIVITY_LIMIT = (500, 1, 5000)
+EVENTS_LIMIT = (100, 1, 1000)
+MEMORIES_LIMIT = (200, 1, 2000)
+
+
+# --- response shapes the handlers build (beyond the store's rows) --------------------------
+
+class OutputAttempt(TypedDict):
+    """An output attempt as listed with its session (``store.attempts.list_attempts``, no output)."""
+
+    attempt: int
+    kind: str
+    result_subtype: str | None
+    is_error: bool | None
+    has_output: bool
+    valid: bool | None
+    errors: list[Any]
+    created_at: str
+
+
+class SessionDetail(SessionRow):
+    output_attempts: Sequence[OutputAttempt]
+
+
+class ActivityLine(TypedDict):
+    """One stored stream line of a session (the session is in the URL)."""
+
+    seq: int
+    attempt: int
+    ts: str
+    type: str
+    subtype: str | None
+    display: str
+    raw: str | None
+
+
+class Validation(TypedDict):
+    valid: bool | None
+    errors: list[Any]
+
+
+class ResultBody(TypedDict):
+    """``result_data`` (the accepted structured output) or ``result_text``, never both."""
+
+    session_id: str | None
+    status: str
+    source: str | None
+    attempts: int
+    validation: Validation
+    result_data: NotRequired[Any]
+    result_text: NotRequired[str | None]
+
+
+class RunStarted(TypedDict):
+    id: int
+    tier: int
+    status: str
+
+
+class StopAccepted(TypedDict):
+    id: int
+    stopping: bool
+
+
+_PRIMITIVES: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean",
+                               type(None): "null"}
+
+
+def json_schema(tp: Any) -> dict[str, Any]:
+    """The JSON Schema of a type annotation: primitives, ``X | None``, ``list[X]``, ``dict``,
+    ``Any`` and ``TypedDict``\\ s (all keys but ``NotRequired`` ones required)."""
+    if tp is Any:
+        return {}
+    if tp in _PRIMITIVES:
+        return {"type": _PRIMITIVES[tp]}
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        parts = [json_schema(a) for a in get_args(tp)]
+        if all(set(p) == {"type"} for p in parts):
+            return {"type": [p["type"] for p in parts]}
+        return {"anyOf": parts}
+    if origin in (list, Sequence):
+        (item,) = get_args(tp) or (Any,)
+        return {"type": "array", "items": json_schema(item)}
+    if origin is dict or tp is dict:
+        return {"type": "object"}
+    if typing.is_typeddict(tp):
+        # Read Required/NotRequired from the hints: with postponed annotations (PEP 563) Python 3.11
+        # counts every key in __required_keys__.
+        properties, required = {}, []
+        for name, hint in get_type_hints(tp, include_extras=True).items():
+            marker = get_origin(hint)
+            if marker in (Required, NotRequired):
+                (hint,) = get_args(hint)
+            if marker is Required or (marker is not NotRequired and tp.__total__):
+                required.append(name)
+            properties[name] = json_schema(hint)
+        return {"type": "object", "required": sorted(required), "properties": properties}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+# --- the document -------------------------------------------------------------------------
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+ERRORS = {
+    "401": _error("no or a wrong bearer token (only when a token is configured)"),
+    "403": _error("refused: a Host other than a loopback name without a token, or a cross-site write"),
+    "404": _error("no such id"),
+    "409": _error("conflict with the current state"),
+    "413": _error(f"request body larger than {API_BODY_MAX_BYTES} bytes"),
+    "415": _error("request body is not application/json"),
+    "422": _error("a parameter or the body is invalid; detail says which and why"),
+    "500": _error("the cycle could not start (a configuration problem on the server)"),
+    "503": _error("the cycle did not create its session in time"),
+}
+
+
+def _ok(schema: str | None, description: str = "ok", array: bool = False) -> dict[str, Any]:
+    if schema is None:
+        return {"description": description}
+    ref: dict[str, Any] = {"$ref": f"#/components/schemas/{schema}"}
+    return {"description": description,
+            "content": {"application/json": {"schema": {"type": "array", "items": ref} if array else ref}}}
+
+
+def _op(summary: str, ok: dict[str, Any], *, status: str = "200", params: list[Any] | None = None,
+        body: str | None = None, body_required: bool = True, errors: tuple[str, ...] = ("422",),
+        auth: bool) -> dict[str, Any]:
+    codes = ("401", "403", *errors) if auth else ("403", *errors)
+    if body:
+        codes = (*codes, "413", "415", "422")
+    op: dict[str, Any] = {"summary": summary,
+                          "responses": {status: ok, **{code: ERRORS[code] for code in sorted(set(codes))}}}
+    if params:
+        op["parameters"] = params
+    if body:
+        op["requestBody"] = {"required": body_required, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{body}"}}}}
+    return op
+
+
+# Empty query values mean "not given" (the default, no filter), as from an HTML form: documented.
+_EMPTY: dict[str, Any] = {"type": "string", "maxLength": 0}
+
+
+def _q(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def _int_q(name: str, bounds: tuple[int, int, int] | None = None, *, low: int = 0,
+           high: int = SQLITE_MAX_INT) -> dict[str, Any]:
+    """An integer query parameter (or empty): ``bounds`` is (default, minimum, maximum)."""
+    if bounds is None:
+        return _q(name, {"anyOf": [{"type": "integer", "minimum": low, "maximum": high}, _EMPTY]})
+    default, low, high = bounds
+    return _q(name, {"anyOf": [{"type": "integer", "minimum": low, "maximum": high}, _EMPTY], "default": default})
+
+
+def _enum_q(name: str, choices: tuple[str, ...]) -> dict[str, Any]:
+    return _q(name, {"type": "string", "enum": [*choices, ""]})
+
+
+def _text_q(name: str) -> dict[str, Any]:
+    return _q(name, {"type": "string"})
+
+
+_ID = {"name": "id", "in": "path", "required": True,
+       "schema": {"type": "integer", "minimum": 0, "maximum": SQLITE_MAX_INT}}
+
+
+def _memory_properties(*, defaults: bool) -> dict[str, Any]:
+    """MemoryCreate's and MemoryPatch's fields (the same limits; only creation has defaults)."""
+    confidence: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
+    active: dict[str, Any] = {"type": "boolean"}
+    if defaults:
+        confidence["default"] = MEMORY_DEFAULT_CONFIDENCE
+        active["default"] = True
+    # surrounding ASCII whitespace is dropped after the length check, so something else must be there
+    # (an explicit class: engines disagree on what \s means beyond ASCII)
+    return {"category": {"type": "string", "minLength": 1, "maxLength": MEMORY_CATEGORY_MAX, "pattern": NOT_BLANK},
+            "value": {"type": "string", "minLength": 1, "maxLength": MEMORY_VALUE_MAX, "pattern": NOT_BLANK},
+            "service": {"type": ["string", "null"], "maxLength": MEMORY_SERVICE_MAX},
+            "confidence": confidence, "active": active}
+
+
+RESPONSE_SCHEMAS: dict[str, Any] = {
+    "Session": SessionListRow, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
+    "Result": ResultBody, "RunStarted": RunStarted, "StopAccepted": StopAccepted, "Event": EventRow,
+    "Memory": MemoryRow,
+}
+
+
+def document(*, token_required: bool) -> dict[str, Any]:
+    """The document for a server with (``token_required``) or without a token configured."""
+    auth = token_required
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "TierOps API", "version": __version__,
+                 "description": "Sessions, events, memories and runs of TierOps. With TIEROPS_TOKEN set, send "
+                                "'Authorization: Bearer <token>'. Errors are {error, detail}. Request bodies are "
+                                f"JSON of at most {API_BODY_MAX_BYTES} bytes (413 beyond)."},
+        "servers": [{"url": "/api/v1"}],
+        "components": {
+            "schemas": {
+                "Error": {"type": "object", "required": ["error", "detail"],
+                          "properties": {"error": {"type": "string"}, "detail": {}}},
+                "RunRequest": {"type": "object", "additionalProperties": False, "properties": {
+                    "tier": {"type": "integer", "minimum": MIN_TIER, "maximum": MAX_TIER, "default": MIN_TIER},
+                    # no NUL byte: the prompt goes on a command line (api.RunRequest says so)
+                    "prompt": {"type": ["string", "null"], "maxLength": PROMPT_MAX_CHARS, "pattern": r"^[^\x00]*$"}}},
+                "MemoryCreate": {"type": "object", "additionalProperties": False, "required": ["category", "value"],
+                                 "properties": _memory_properties(defaults=True)},
+                "MemoryPatch": {"type": "object", "additionalProperties": False,
+                                "properties": _memory_properties(defaults=False)},
+                **{name: json_schema(tp) for name, tp in RESPONSE_SCHEMAS.items()},
+            },
+        },
+        "paths": {
+            "/sessions": {"get": _op("List sessions, newest first", _ok("Session", array=True), auth=auth, params=[
+                _enum_q("status", values(SessionStatus)), _int_q("tier", low=MIN_TIER, high=MAX_TIER),
+                _int_q("limit", SESSIONS_LIMIT), _int_q("offset")])},
+            "/sessions/{id}": {"get": _op("One session with its output attempts", _ok("SessionDetail"), auth=auth,
+                                          params=[_ID], errors=("404",))},
+            "/sessions/{id}/activity": {"get": _op("Stored stream lines after a sequence number",
+                                                   _ok("ActivityLine", array=True), auth=auth,
+                                                   params=[_ID, _int_q("after"), _int_q("limit", ACTIVITY_LIMIT)],
+                                                   errors=("404", "422"))},
+            "/sessions/{id}/result": {"get": _op("result_data or result_text, with validation, source, attempts",
+                                                 _ok("Result"), auth=auth, params=[_ID], errors=("404",))},
+            "/sessions/{id}/stop": {"post": _op("Stop a running session (SIGTERM, then SIGKILL)",
+                                                _ok("StopAccepted", "stopping"), status="202", auth=auth,
+                                                params=[_ID], errors=("404", "409"))},
+            "/runs": {"post": _op("Start a chain now; answers at once with the first session id (no body: tier 1)",
+                                  {**_ok("RunStarted", "started"), "headers": {"Location": {
+                                      "description": "the new session", "schema": {"type": "string"}}}},
+                                  status="202", auth=auth, body="RunRequest", body_required=False,
+                                  errors=("409", "500", "503"))},
+            "/events": {"get": _op("List events, newest first", _ok("Event", array=True), auth=auth, params=[
+                _enum_q("level", values(Level)), _text_q("service"), _int_q("session"),
+                _int_q("limit", EVENTS_LIMIT), _int_q("offset")])},
+            "/memories": {
+                "get": _op("List memories", _ok("Memory", array=True), auth=auth, params=[
+                    _text_q("service"), _text_q("category"),
+                    _q("active", {"anyOf": [{"type": "boolean"}, {"type": "string", "enum": ["1", "0", ""]}]}),
+                    _int_q("limit", MEMORIES_LIMIT), _int_q("offset")]),
+                "post": _op("Create a memory", _ok("Memory", "created"), status="201", auth=auth,
+                            body="MemoryCreate", errors=("409",))},
+            "/memories/{id}": {
+                "patch": _op("Edit a memory", _ok("Memory"), auth=auth, params=[_ID], body="MemoryPatch",
+                             errors=("404", "409")),
+                "delete": _op("Delete a memory", _ok(None, "deleted"), status="204", auth=auth, params=[_ID],
+                              errors=("404",))},
+            "/openapi.json": {"get": {"summary": "This document", "security": [],
+                                      "responses": {"200": {"description": "ok", "content": {
+                                          "application/json": {"schema": {"type": "object"}}}},
+                                                    "403": ERRORS["403"]}}},
+        },
+    }
+    if auth:
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["security"] = [{"bearer": []}]
+    return doc
