@@ -176,6 +176,9 @@ def test_the_import_check_catches_an_upward_import() -> None:
     assert upward_imports({"app.clock": ast.parse("from app.stream.parser import parse_line")})
 
 
+LOG_SETUP = {"app.logs"}
+
+
 def logging_misuse(modules: dict[str, ast.Module]) -> list[Site]:
     """Loggers other than ``logging.getLogger(__name__)``, and calls on the root logger."""
     bad: list[Site] = []
@@ -185,6 +188,8 @@ def logging_misuse(modules: dict[str, ast.Module]) -> list[Site]:
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "logging"):
                 continue
             attr = node.func.attr
+            if attr == "getLogger" and module in LOG_SETUP:
+                continue  # it configures the root and access loggers (issue #10)
             if attr == "getLogger" and not (len(node.args) == 1 and isinstance(node.args[0], ast.Name)
                                             and node.args[0].id == "__name__"):
                 bad.append(Site(module, node.lineno, "a logger not named after its module"))
