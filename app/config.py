@@ -177,13 +177,15 @@ class Settings(BaseSettings):
     @property
     def state_dir(self) -> Path:
         """The state directory (``TIEROPS_HOME``), resolved."""
-        assert self.home is not None  # set in model_post_init
+        if self.home is None:  # pragma: no cover - set in model_post_init
+            raise ConfigError("settings used before they were resolved")
         return self.home
 
     @property
     def db_path(self) -> Path:
         """The database file, resolved."""
-        assert self.db is not None  # set in model_post_init
+        if self.db is None:  # pragma: no cover - set in model_post_init
+            raise ConfigError("settings used before they were resolved")
         return self.db
 
     @field_validator("cron")

@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "TEXT_FORMAT", "setup_logging"]
+__all__ = ["CONTEXT_FIELDS", "TEXT_FORMAT", "JsonFormatter", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}

@@ -12,9 +12,17 @@ import sys
 
 import click
 
-from app.cli.base import emit_json, fail, json_option, load_settings, load_validator, main, open_store
+from app.cli.base import (
+    emit_json,
+    fail,
+    json_option,
+    load_settings,
+    load_validator,
+    main,
+    open_store,
+    state_options,
+)
 from app.cli.base import run_async as _run
-from app.cli.base import state_options
 from app.config import Settings
 from app.errors import TierOpsError
 from app.output.validate import OutputValidator

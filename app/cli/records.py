@@ -15,10 +15,18 @@ from typing import Any
 
 import click
 
-from app.cli.base import emit_json, json_option, load_settings, load_validator, main, open_store, require_database
+from app.cli.base import (
+    emit_json,
+    json_option,
+    load_settings,
+    load_validator,
+    main,
+    open_store,
+    require_database,
+    state_options,
+)
 from app.cli.base import fail as _fail
 from app.cli.base import run_async as _run
-from app.cli.base import state_options
 from app.cli.progress import ProgressBar
 from app.engine.ingest import ingest_path, spool_stdin
 from app.engine.report import SessionReport
@@ -28,6 +36,7 @@ from app.store import sessions as session_store
 from app.store.db import Database
 from app.store.rows import EventRow, MemoryRow, SessionListRow
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, values
+
 
 @main.command()
 @click.argument("file", metavar="FILE.jsonl")
