@@ -19,6 +19,15 @@ def pytest_configure(config: pytest.Config) -> None:
             "repository (tests/fixtures/); restore them with git, or refresh them with scripts/sync-fixtures.sh.")
 
 
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the operator's state directory (~/.local/state/tierops) or a stray .env:
+    TIEROPS_HOME points at a fresh folder (tests that need their own pass --home or set it)."""
+    monkeypatch.setenv("TIEROPS_HOME", str(tmp_path_factory.mktemp("tierops-home")))
+    for name in ("TIEROPS_DB", "TIEROPS_STATE_DIR", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def validator() -> OutputValidator:
     return OutputValidator.from_file()

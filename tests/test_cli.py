@@ -64,18 +64,114 @@ def test_listing_commands_json(tmp_path):
     memories = json.loads(run("memories", "--json", db=db).stdout)
     assert [(m["service"], m["category"], m["value"], m["confidence"], m["active"]) for m in memories] == [
         (None, "web-1.disk", "71% used on 2026-11-22", 0.7, True)]
-    assert "no sessions stored" in run("sessions", db=tmp_path / "empty.db").stdout.decode()
+    sqlite3.connect(tmp_path / "empty.db").close()  # an existing database without sessions (a 0-byte file)
+    empty = run("sessions", db=tmp_path / "empty.db")
+    assert empty.returncode == 0, empty.stderr
+    assert "no sessions stored" in empty.stdout.decode()
 
 
 def test_tierops_db_env_and_default_path(tmp_path):
     env_db = tmp_path / "env.db"
     assert run("ingest", str(fixture_stream("a_plain")), env={"TIEROPS_DB": str(env_db)}).returncode == 0
     assert env_db.exists()
-    env = {k: v for k, v in os.environ.items() if k != "TIEROPS_DB"}
-    out = subprocess.run([*TIEROPS, "ingest", str(fixture_stream("a_plain"))], cwd=tmp_path, capture_output=True,
-                         env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, timeout=60)
+    # Without TIEROPS_HOME: the XDG state directory, the same from any working directory (issue #10).
+    env = {k: v for k, v in os.environ.items() if k not in ("TIEROPS_DB", "TIEROPS_HOME")}
+    env.update(HOME=str(tmp_path / "user"), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    for cwd in (tmp_path, Path("/")):
+        out = subprocess.run([*TIEROPS, "ingest", str(fixture_stream("a_plain"))], cwd=cwd, capture_output=True,
+                             env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+    assert (tmp_path / "user" / ".local" / "state" / "tierops" / "tierops.db").is_file()
+    assert not (tmp_path / "state").exists()
+    listed = subprocess.run([*TIEROPS, "sessions", "--json"], cwd=Path("/"), capture_output=True, env=env, timeout=60)
+    assert len(json.loads(listed.stdout)) == 1  # the second ingest found the first one's stream
+    xdg = subprocess.run([*TIEROPS, "ingest", str(fixture_stream("a_plain"))], capture_output=True, timeout=60,
+                         env={**env, "XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert xdg.returncode == 0 and (tmp_path / "xdg" / "tierops" / "tierops.db").is_file()
+
+
+def test_a_read_command_never_creates_a_database(tmp_path):
+    home = tmp_path / "elsewhere"
+    for command in ("sessions", "events", "memories"):
+        out = run(command, "--home", str(home))
+        assert out.returncode == 2
+        err = out.stderr.decode()
+        assert err.startswith("tierops: error: no database at ") and str(home / "tierops.db") in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not home.exists()
+    out = run("sessions", "--db", str(tmp_path / "nope.db"))
+    assert out.returncode == 2 and "TIEROPS_DB=" in out.stderr.decode()
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_help_names_the_database_in_use(tmp_path):
+    home = tmp_path / "h"
+    out = run("sessions", "--help", env={"TIEROPS_HOME": str(home)})
+    text = "".join(out.stdout.decode().split())  # click wraps long paths, at hyphens too
+    assert f"[now:{home / 'tierops.db'},notcreatedyet]" in text
+    assert run("ingest", str(fixture_stream("a_plain")), env={"TIEROPS_HOME": str(home)}).returncode == 0
+    text = "".join(run("events", "--help", env={"TIEROPS_HOME": str(home)}).stdout.decode().split())
+    assert f"[now:{home / 'tierops.db'},exists]" in text
+
+
+def test_home_flag_and_renamed_state_dir(tmp_path):
+    assert run("ingest", str(fixture_stream("a_plain")), "--home", str(tmp_path / "a")).returncode == 0
+    assert (tmp_path / "a" / "tierops.db").is_file()
+    env = {k: v for k, v in os.environ.items() if k != "TIEROPS_HOME"}
+    out = subprocess.run([*TIEROPS, "sessions"], capture_output=True, timeout=60,
+                         env={**env, "TIEROPS_STATE_DIR": str(tmp_path / "a"),
+                              "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert out.returncode == 0, out.stderr
-    assert (tmp_path / "state" / "tierops.db").exists()
+    assert "was renamed TIEROPS_HOME" in out.stderr.decode()
+
+
+def test_an_unknown_setting_is_warned_about_with_the_closest_name(tmp_path):
+    assert run("ingest", str(fixture_stream("a_plain"))).returncode == 0
+    out = run("sessions", env={"TIEROPS_INTERVALS": "60"})
+    assert out.returncode == 0
+    assert ("tierops: warning: TIEROPS_INTERVALS (in the environment) is not a TierOps setting and is ignored; "
+            "did you mean TIEROPS_INTERVAL?") in out.stderr.decode()
+    (tmp_path / ".env").write_text("# comment\nexport TIEROPS_RETENTON_DAYS=3\n")
+    out = run("sessions", cwd=tmp_path)
+    assert "TIEROPS_RETENTON_DAYS (in .env)" in out.stderr.decode()
+    assert "did you mean TIEROPS_RETENTION_DAYS?" in out.stderr.decode()
+
+
+def test_an_invalid_setting_in_dot_env_is_one_line(tmp_path):
+    (tmp_path / ".env").write_text("TIEROPS_TIER2_TIMEOUT=soon\n")
+    out = run("sessions", cwd=tmp_path)
+    assert out.returncode == 2
+    err = out.stderr.decode().strip()
+    assert err.startswith("tierops: error: TIEROPS_TIER2_TIMEOUT: ") and "'soon'" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_ingest_shows_progress_on_a_terminal_only(tmp_path):
+    import pty
+
+    stream = fixture_stream("c_structured")
+    quiet = run("ingest", str(stream), "--db", str(tmp_path / "q.db"))
+    assert "lines" not in quiet.stderr.decode()  # stderr is a pipe: no bar
+    forced = run("ingest", str(stream), "--db", str(tmp_path / "f.db"), "--progress")
+    bar = forced.stderr.decode()
+    assert "100%" in bar and "7 lines" in bar and bar.endswith("\n")
+    # A real terminal: the bar appears without being asked, and not with --json.
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+        os.execv(sys.executable, [*TIEROPS, "ingest", str(stream), "--db", str(tmp_path / "t.db")])
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.waitpid(pid, 0)
+    text = b"".join(chunks).decode()
+    assert "100%" in text and "7 lines" in text and "session 1" in text
 
 
 @pytest.mark.parametrize("setup,args,message", [
@@ -224,8 +320,12 @@ def test_a_full_disk_during_ingest_is_one_error_line(monkeypatch, tmp_path, targ
     monkeypatch.setattr(target, fault)
     result = _cli(monkeypatch, tmp_path, "ingest", str(fixture_stream("c_structured")))
     assert result.exit_code == 2, (result.output, result.exception)
-    err = result.stderr.strip()
-    assert err.startswith("tierops: error: ") and len(err.splitlines()) == 1, err
+    lines = result.stderr.strip().splitlines()
+    # One error line, last; before it only the log lines of the retries the operator waited for
+    # (issue #10: one-shot commands log warnings and errors), never a traceback.
+    err = lines[-1]
+    assert err.startswith("tierops: error: ") and not any(x.startswith("tierops:") for x in lines[:-1]), lines
+    assert all(" WARNING app." in x or " ERROR app." in x for x in lines[:-1]), lines
     assert "disk is full" in err or "No space left on device" in err, err
     assert "Traceback" not in result.output
 

@@ -192,7 +192,7 @@ async def ingest_path(db: Database, path: Path, validator: OutputValidator, sett
     except Exception as exc:  # reading errors are handled inside: a fault here is the store's
         if not is_transient(exc):
             raise
-        log.warning("ingest of %s stopped by a storage error: %s", shown, exc)
+        log.info("ingest of %s stopped by a storage error: %s", shown, exc)  # the caller reports it
         raise IngestError(f"storage error while ingesting {shown}: {describe_storage_error(exc)}") from None
 
 

@@ -37,9 +37,14 @@ def tierops(tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 30
     return subprocess.run([*TIEROPS, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
 
 
-def start_tierops(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_tierops(tmp_path: Path, env: dict[str, str], *args: str, sigint_ignored: bool = False) -> subprocess.Popen:
+    # sigint_ignored: started as a background job of a non-interactive shell is (CI, `cmd &`)
     return subprocess.Popen([*TIEROPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=tmp_path)
+                            cwd=tmp_path, preexec_fn=_ignore_sigint if sigint_ignored else None)
 
 
 def wait_for_invocation(fake: cc.FakeClaude, proc: subprocess.Popen, timeout: float = 20) -> dict:
@@ -92,11 +97,14 @@ def test_run_text_output(tmp_path):
     assert fake.last()["parsed"]["prompt"].endswith("\n\n## Operator request for this run\nonly nginx")
 
 
-def test_run_refused_at_once_while_a_cycle_holds_the_lock(tmp_path):
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "sigint-ignored"])
+def test_run_refused_at_once_while_a_cycle_holds_the_lock(tmp_path, sigint_ignored):
+    """Issue #10: the same when the whole test run started with SIGINT ignored (a background job
+    of a non-interactive shell): the holder still stops on Ctrl-C through the loop's handler."""
     fake = cc.make_fake_claude(tmp_path / "bin", [
         {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1}])
     env = cli_env(tmp_path, fake.path)
-    holder = start_tierops(tmp_path, env, "run")
+    holder = start_tierops(tmp_path, env, "run", sigint_ignored=sigint_ignored)
     try:
         inv = wait_for_invocation(fake, holder)
         started = time.monotonic()
