@@ -35,6 +35,8 @@ __all__ = [
 ENV_FILE = ".env"
 # Names that once were settings: still honoured, with a warning naming the new one (issue #10).
 RENAMED = {"TIEROPS_STATE_DIR": "TIEROPS_HOME"}
+# TIEROPS_* names read by TierOps' scripts rather than by the settings: not warned about.
+SCRIPT_VARIABLES = frozenset({"TIEROPS_CLAUDE_DIR"})  # scripts/install-claude.sh: where the CLI goes
 
 READ_ONLY_TOOLS = (
     "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
@@ -296,7 +298,7 @@ def unknown_settings(environ: dict[str, str] | None = None, env_file: str | Path
             names.setdefault(name.upper(), str(env_file))
     warnings = []
     for name, where in sorted(names.items()):
-        if not name.startswith("TIEROPS_") or name in known:
+        if not name.startswith("TIEROPS_") or name in known or name in SCRIPT_VARIABLES:
             continue
         if name in RENAMED:
             warnings.append(f"{name} (in {where}) was renamed {RENAMED[name]}; it is used as {RENAMED[name]}")

@@ -37,10 +37,11 @@ from app.supervisor.runner import CLINotFound, child_env, resolve_binary
 Status = Literal["ok", "warn", "fail", "skip"]
 
 # What TierOps puts on the CLI's command line (app/supervisor/runner.py build_argv); a CLI whose
-# --help lacks one of them cannot run a session the way TierOps launches it.
+# --help lacks one of them cannot run a session the way TierOps launches it. --max-turns is used
+# too but 2.1.197 hides it from --help (tests/realcli/test_doctor_real.py), so it is not probed.
 REQUIRED_FLAGS = (
     "--print", "--output-format", "--verbose", "--json-schema", "--model", "--resume", "--add-dir",
-    "--append-system-prompt", "--allowedTools", "--disallowedTools", "--max-turns",
+    "--append-system-prompt", "--allowedTools", "--disallowedTools",
 )
 TESTED_CLI_VERSION = "2.1.197"  # the captures in tests/fixtures and the reference were made with it
 # Credentials the CLI reads from its environment (passed through by app/supervisor/runner.py).
