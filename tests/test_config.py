@@ -9,9 +9,9 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from app import config
-from app.config import PROMPTS_DIR, READ_ONLY_TOOLS, Settings, TierConfig, _split
+from app.config import PROMPTS_DIR, READ_ONLY_TOOLS, Settings, TierConfig, _split, get_settings, unknown_settings
 from app.errors import ConfigError, TierOpsError
-from app.paths import DEFAULT_SCHEMA_PATH
+from app.paths import BUNDLED_DIR, DEFAULT_SCHEMA_PATH, default_home
 from app.vocab import MAX_TIER, MIN_TIER, TIERS
 
 TIER_DEFAULTS = {
@@ -193,3 +193,75 @@ def test_get_settings_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 def test_config_does_not_import_the_output_package() -> None:
     source = Path(config.__file__).read_text()
     assert "app.output" not in source
+
+
+# --- the state directory and unknown names (issue #10) ------------------------------------
+
+@pytest.mark.parametrize("platform,environ,expected", [
+    ("linux", {"HOME": "/home/ops"}, "/home/ops/.local/state/tierops"),
+    ("linux", {"HOME": "/home/ops", "XDG_STATE_HOME": "/srv/state"}, "/srv/state/tierops"),
+    ("linux", {"HOME": "/home/ops", "XDG_STATE_HOME": "relative/ignored"}, "/home/ops/.local/state/tierops"),
+    ("freebsd14", {"HOME": "/home/ops"}, "/home/ops/.local/state/tierops"),
+    ("darwin", {"HOME": "/Users/ops"}, "/Users/ops/Library/Application Support/tierops"),
+    ("win32", {"HOME": "/c/ops", "LOCALAPPDATA": "/c/ops/AppData/Local"}, "/c/ops/AppData/Local/tierops"),
+])
+def test_default_home_follows_the_platform(platform: str, environ: dict[str, str], expected: str) -> None:
+    assert default_home(environ, platform) == Path(expected)
+
+
+def test_everything_lives_under_one_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TIEROPS_HOME", str(tmp_path / "h"))
+    monkeypatch.chdir("/")
+    s = Settings()
+    assert s.state_dir == tmp_path / "h" and s.db_path == tmp_path / "h" / "tierops.db"
+    monkeypatch.setenv("TIEROPS_DB", str(tmp_path / "elsewhere.db"))
+    assert Settings().db_path == tmp_path / "elsewhere.db"
+
+
+def test_a_relative_home_is_made_absolute_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = Settings(home=Path("rel"))
+    monkeypatch.chdir("/")
+    assert s.state_dir == tmp_path / "rel" and s.db_path == tmp_path / "rel" / "tierops.db"
+
+
+def test_without_tierops_home_the_xdg_state_dir_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TIEROPS_HOME", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert Settings().state_dir == tmp_path / "xdg" / "tierops"
+
+
+def test_the_renamed_state_dir_variable_still_works(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TIEROPS_HOME", raising=False)
+    monkeypatch.setenv("TIEROPS_STATE_DIR", str(tmp_path / "old"))
+    assert get_settings().state_dir == tmp_path / "old"
+    assert get_settings(home=str(tmp_path / "flag")).state_dir == tmp_path / "flag"  # a flag wins
+    assert unknown_settings({"TIEROPS_STATE_DIR": "x"}, None) == [
+        "TIEROPS_STATE_DIR (in the environment) was renamed TIEROPS_HOME; it is used as TIEROPS_HOME"]
+
+
+def test_unknown_names_get_the_closest_known_one(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("TIEROPS_TIER1_MODLE=haiku\n# TIEROPS_COMMENTED=1\nexport TIEROPS_SHEDULE=false\nOTHER=1\n")
+    warnings = unknown_settings({"TIEROPS_INTERVALS": "5", "TIEROPS_TOKEN": "x", "PATH": "/bin",
+                                 "TIEROPS_CLAUDE_DIR": "/opt", "TIEROPS_COMPLETELY_UNRELATED_THING": "1"}, env_file)
+    assert warnings == [
+        "TIEROPS_COMPLETELY_UNRELATED_THING (in the environment) is not a TierOps setting and is ignored; see `tierops doctor` and the "
+        "README's settings",
+        "TIEROPS_INTERVALS (in the environment) is not a TierOps setting and is ignored; did you mean TIEROPS_INTERVAL?",
+        f"TIEROPS_SHEDULE (in {env_file}) is not a TierOps setting and is ignored; did you mean TIEROPS_SCHEDULE?",
+        f"TIEROPS_TIER1_MODLE (in {env_file}) is not a TierOps setting and is ignored; did you mean "
+        "TIEROPS_TIER1_MODEL?",
+    ]
+    assert unknown_settings({}, tmp_path / "missing.env") == []
+
+
+def test_bundled_files_are_found_through_the_package() -> None:
+    import importlib.resources
+
+    assert BUNDLED_DIR == Path(str(importlib.resources.files("app"))) / "bundled"
+    assert DEFAULT_SCHEMA_PATH.is_file() and (PROMPTS_DIR / "tier1-observe.md").is_file()
+    # in a checkout app/bundled/ links to the top-level folders, which stay where they are
+    repo = Path(__file__).resolve().parents[1]
+    assert (PROMPTS_DIR / "tier1-observe.md").read_bytes() == (repo / "prompts" / "tier1-observe.md").read_bytes()
+    assert DEFAULT_SCHEMA_PATH.read_bytes() == (repo / "schemas" / "agent-response.json").read_bytes()
