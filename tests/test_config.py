@@ -9,7 +9,15 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from app import config
-from app.config import PROMPTS_DIR, READ_ONLY_TOOLS, Settings, TierConfig, _split, get_settings, unknown_settings
+from app.config import (
+    PROMPTS_DIR,
+    READ_ONLY_TOOLS,
+    Settings,
+    TierConfig,
+    _split,
+    get_settings,
+    unknown_settings,
+)
 from app.errors import ConfigError, TierOpsError
 from app.paths import BUNDLED_DIR, DEFAULT_SCHEMA_PATH, default_home
 from app.vocab import MAX_TIER, MIN_TIER, TIERS
@@ -259,7 +267,7 @@ def test_unknown_names_get_the_closest_known_one(tmp_path: Path) -> None:
 def test_bundled_files_are_found_through_the_package() -> None:
     import importlib.resources
 
-    assert BUNDLED_DIR == Path(str(importlib.resources.files("app"))) / "bundled"
+    assert Path(str(importlib.resources.files("app"))) / "bundled" == BUNDLED_DIR
     assert DEFAULT_SCHEMA_PATH.is_file() and (PROMPTS_DIR / "tier1-observe.md").is_file()
     # in a checkout app/bundled/ links to the top-level folders, which stay where they are
     repo = Path(__file__).resolve().parents[1]
