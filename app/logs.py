@@ -1,9 +1,24 @@
-"""Application logging: one handler on stderr, text or JSON lines (issue #10).
+"""Application logging: one handler on stderr, text or JSON lines, and the HTTP access log (issue #10).
 
 Why a module of its own: every command and the server configure logging the same way, and log
 shippers (Loki, Vector, journald's JSON) want one JSON object per line with the session and chain
-ids as fields, not inside the message. Records carry them as ``extra={"session": …, "chain": …}``.
-Secrets are masked before any handler sees a record (``app.redact.install_log_redaction``).
+ids as fields, not inside the message. Records carry them as ``extra={"session": …, "chain": …}``;
+only the names in :data:`CONTEXT_FIELDS` become JSON fields (uvicorn adds extras of its own, e.g.
+a coloured copy of its message, that must not). Text lines show the message alone: it already
+names the session.
+
+Secrets: ``app.redact.install_log_redaction`` masks a record's template and string arguments when
+the record is made, but ``extra`` values are set on the record after that, and a non-string
+argument (an exception, a path) is only turned into text when the message is formatted. So both
+formatters pass what they write through the same record factory once more (:func:`redacted`):
+the message as formatted, every string field, the traceback. Whatever redactor is installed at
+that moment is the one used (the web lifespan's also knows the dashboard token).
+
+The access log (``tierops serve``): one line per HTTP request on the logger ``tierops.access``,
+written by :class:`AccessLog` around the application when ``TIEROPS_ACCESS_LOG`` is on, so it can
+be filtered or turned off apart from the application's lines. uvicorn's own access log is turned
+off and its other loggers go through our root handler (``log_config=None``), so every line of
+the server has one format and none is printed twice.
 """
 
 from __future__ import annotations
@@ -12,36 +27,89 @@ import json
 import logging
 import os
 import sys
+import time
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-__all__ = ["CONTEXT_FIELDS", "TEXT_FORMAT", "JsonFormatter", "setup_logging"]
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["ACCESS_LOGGER", "CONTEXT_FIELDS", "TEXT_FORMAT", "AccessLog", "JsonFormatter", "TextFormatter",
+           "oneline", "redacted", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 FORMATS = ("text", "json")
-# Context a record may carry as ``extra``; JSON lines show each as a field, text lines ignore them
-# (the message already names the session).
-CONTEXT_FIELDS = ("session", "chain", "tier", "status", "cycle")
+# Context a record may carry as ``extra``; JSON lines show each one that is set as a field. Ids,
+# numbers and closed sets only: free text (a reason, an error) belongs in the message, where the
+# record factory masks it (and JSON strings are masked again here anyway).
+CONTEXT_FIELDS = (
+    "session", "chain", "tier", "status", "cycle",             # who and what
+    "trigger", "model", "parent", "to_tier", "source",         # how a session started / ended
+    "sessions", "attempts", "lines", "cost_usd", "duration_s",  # totals
+    "attempt", "backoff_s", "count",                           # storage retries, the sweep
+    "method", "path", "http_status", "client", "duration_ms",  # the access log
+)
+ACCESS_LOGGER = "tierops.access"
 _HANDLER_NAME = "tierops"
+ONELINE_LIMIT = 300
+
+
+def redacted(text: str) -> str:
+    """``text`` masked by the redactor installed in the record factory (none installed: as is).
+
+    The factory is the one place ``install_log_redaction`` puts its redactor, so a throw-away
+    record made by it is how a formatter reaches that redactor without a second registry."""
+    try:
+        record = logging.getLogRecordFactory()("tierops", logging.INFO, "", 0, text, None, None)
+    except Exception:  # a log line must never raise
+        return text
+    return record.msg if isinstance(record.msg, str) else text
+
+
+def oneline(text: object, limit: int = ONELINE_LIMIT) -> str:
+    """``text`` on one line, cut at ``limit`` characters: a reason written by a model or a CLI may
+    run over many lines, and a log line is one fact on one line (the database keeps it whole)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`, the whole line (traceback included) masked once more."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redacted(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
-    """``{"ts", "level", "logger", "message", "session"?, "chain"?, …, "exc"?}`` per line."""
+    """``{"ts", "level", "logger", "message", "session"?, "chain"?, …, "exc"?}``, one object per line
+    (``json.dumps`` escapes the newlines of a traceback or a message)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redacted(record.getMessage()),
         }
         for field in CONTEXT_FIELDS:
             value = getattr(record, field, None)
-            if value is not None:
+            if value is None:
+                continue
+            if isinstance(value, bool | int | float):
                 entry[field] = value
-        if record.exc_info:
-            entry["exc"] = record.exc_text or self.formatException(record.exc_info)
+            else:  # a string, a StrEnum, anything else: as text, masked
+                entry[field] = redacted(str(value))
+        if record.exc_info and not record.exc_text:  # already set (and masked) by the redacting factory
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = redacted(record.exc_text)
+        if record.stack_info:
+            entry["stack"] = redacted(self.formatStack(record.stack_info))
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
@@ -69,6 +137,55 @@ def setup_logging(level: str | None = None, fmt: str | None = None, *, default_l
             root.removeHandler(existing)
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.set_name(_HANDLER_NAME)
-    handler.setFormatter(JsonFormatter() if chosen_fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if chosen_fmt == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(LEVELS[chosen_level])
+
+
+_access = logging.getLogger(ACCESS_LOGGER)
+
+
+class AccessLog:
+    """ASGI middleware: one INFO line per HTTP request on ``tierops.access``, when it is answered.
+
+    ``client - "METHOD /path HTTP/1.1" status duration ms``, with the same as fields. The query
+    string is left out (issue #10: nothing secret in any log line; a token or a filter value in
+    a URL is not the access log's to keep). A request whose handler raised before answering is
+    logged with status 500; one whose client went away first, with 499 (nginx's number for it).
+    A streamed response (SSE) is logged when it ends, with how long it was open.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status: list[int] = []
+
+        async def send_and_note(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        failed: BaseException | None = None
+        try:
+            await self.app(scope, receive, send_and_note)
+        except BaseException as exc:  # logged below, then re-raised: the server reports it
+            failed = exc
+            raise
+        finally:
+            code = status[0] if status else (500 if isinstance(failed, Exception) else 499)
+            _log_request(scope, code, time.monotonic() - started)
+
+
+def _log_request(scope: MutableMapping[str, Any], code: int, seconds: float) -> None:
+    client = scope.get("client")
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    method, path = str(scope.get("method", "-")), str(scope.get("path", "-"))
+    version = str(scope.get("http_version", "1.1"))
+    ms = round(seconds * 1000, 1)
+    _access.info('%s - "%s %s HTTP/%s" %d %.1f ms', who, method, path, version, code, ms,
+                 extra={"method": method, "path": path, "http_status": code, "client": who, "duration_ms": ms})

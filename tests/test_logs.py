@@ -13,7 +13,6 @@ import io
 import json
 import logging
 import os
-import secrets
 import signal
 import socket
 import subprocess

@@ -27,6 +27,7 @@ from app.config import Settings
 from app.errors import TierOpsError
 from app.output.validate import OutputValidator
 from app.store.rows import ChainLink
+from app.supervisor.chain import base_prompt
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str 
     settings, validator = _supervisor_parts(home, db)
     if tier > settings.max_tier:
         fail(f"--tier {tier} is above TIEROPS_MAX_TIER={settings.max_tier}")
+    try:  # a prompt file that cannot be read is a setting to fix, said before anything is created
+        base_prompt(settings, tier, None)
+    except TierOpsError as exc:
+        fail(str(exc))
 
     async def go() -> list[ChainLink]:
         async with await open_store(settings) as store:

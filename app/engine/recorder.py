@@ -21,6 +21,12 @@ Deliberate choices:
   markers found so far and the CLI's StructuredOutput tool inputs are kept, never the transcript.
 * Findings are routed once, in :meth:`finalize`, from the accepted attempt; nothing is routed per
   attempt, so a recovered session cannot produce duplicates.
+* Log lines (issue #10): the session's end, once, in :meth:`finalize` (status, reason, source,
+  lines, attempts, cost) at INFO — every session ends there, ingested or supervised; storage
+  trouble at WARNING (a failed write with its attempt and backoff: the first failure of a run of
+  them and then attempts 2, 4, 8…, so a three-minute outage is a handful of lines, not one per
+  backoff; storage back) and ERROR (given up). Each carries :attr:`SessionRecorder.log_context`
+  as fields: the session and tier, and the chain when the supervisor sets it.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from app.engine.outcomes import (
 )
 from app.engine.report import SessionReport, build_report
 from app.errors import StorageUnavailable
+from app.logs import oneline
 from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
 from app.output.route import Routed, from_fallback, from_output
@@ -119,6 +126,9 @@ class SessionRecorder:
         self._failing_since: float | None = None  # monotonic time of the first failed write in a row
         self._retry_at = 0.0
         self._backoff = BACKOFF_FIRST
+        self._failures = 0  # failed writes in a row (the ``attempt`` of a storage retry line)
+        # The fields of this session's log lines; the supervisor adds "chain".
+        self.log_context: dict[str, object] = {"session": session_pk}
         # Lines are redacted before they are parsed, so parsed values (structured output, events)
         # carry no secret either; without an explicit redactor the database's own is used.
         self._redact: Callable[[str], str] = self.options.redact or db.redact
@@ -134,6 +144,8 @@ class SessionRecorder:
                                            parent_session_id=parent_session_id, stream_sha256=stream_sha256)
         rec = cls(db, validator, pk, options)
         rec.cwd = cwd
+        if tier is not None:
+            rec.log_context["tier"] = tier
         return rec
 
     def begin_attempt(self, kind: str = AttemptKind.RESUME) -> None:
@@ -237,23 +249,31 @@ class SessionRecorder:
         if not is_transient(exc):
             raise exc
         now = time.monotonic()
+        self._failures += 1
         if self._failing_since is None:
             self._failing_since = now
-            log.warning("session %d: storage write failed (%s); retrying with backoff, %s",
-                        self.session_pk, exc, what)
         elif now - self._failing_since >= self.options.storage_retry_limit:
-            log.error("session %d: storage still failing after %.0f s (%s); giving up", self.session_pk,
-                      now - self._failing_since, exc)
+            log.error("session %d: storage still failing after %.0f s, %d attempts (%s); giving up",
+                      self.session_pk, now - self._failing_since, self._failures, exc,
+                      extra={**self.log_context, "attempt": self._failures,
+                             "duration_s": round(now - self._failing_since, 3)})
             raise StorageUnavailable(f"storage error: {exc} (writes failed for "
                                      f"{now - self._failing_since:.0f} s; TIEROPS_STORAGE_RETRY_LIMIT)") from exc
+        if (self._failures & (self._failures - 1)) == 0:  # attempts 1, 2, 4, 8, …
+            log.warning("session %d: storage write failed (attempt %d: %s); retrying in %.2f s, %s",
+                        self.session_pk, self._failures, exc, self._backoff, what,
+                        extra={**self.log_context, "attempt": self._failures, "backoff_s": self._backoff})
         self._retry_at = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
 
     def _write_succeeded(self) -> None:
         if self._failing_since is not None:
-            log.warning("session %d: storage is back after %.1f s; every buffered line is stored",
-                        self.session_pk, time.monotonic() - self._failing_since)
+            seconds = time.monotonic() - self._failing_since
+            log.warning("session %d: storage is back after %.1f s and %d failed attempt(s); every buffered line "
+                        "is stored", self.session_pk, seconds, self._failures,
+                        extra={**self.log_context, "attempt": self._failures, "duration_s": round(seconds, 3)})
         self._failing_since = None
+        self._failures = 0
         self._backoff = BACKOFF_FIRST
 
     async def _stored(self, write: Callable[[], Awaitable[None]], what: str) -> None:
@@ -295,7 +315,7 @@ class SessionRecorder:
         except (asyncio.CancelledError, StorageUnavailable):
             raise
         except Exception as exc:
-            log.exception("session %d: internal error while finalizing", self.session_pk)
+            log.exception("session %d: internal error while finalizing", self.session_pk, extra=self.log_context)
             why = f"internal error: {type(exc).__name__}: {exc}"
             return await self._finalize(SessionStatus.FAILED, why, exit_code, stderr_tail, safe=True)
 
@@ -321,7 +341,8 @@ class SessionRecorder:
             try:  # what can still be routed without the output
                 routed = from_fallback(self.markers, None)
             except Exception:
-                log.exception("session %d: the markers could not be routed either", self.session_pk)
+                log.exception("session %d: the markers could not be routed either", self.session_pk,
+                              extra=self.log_context)
                 routed = Routed(source="none")
         else:
             handoff, problem = read_handoff(self.options.handoff_path, self.cwd)
@@ -336,7 +357,10 @@ class SessionRecorder:
         await self._stored(lambda: sessions.finish_session(
             self.db, self.session_pk, summary, routed, initial_confidence=self.options.initial_confidence,
             reinforce=self.options.reinforce), "the session's final write")
-        log.info("session %d finished: %s%s (source %s, %d lines, %d attempt(s))", self.session_pk,
-                 summary.status, f" — {summary.status_reason}" if summary.status_reason else "", routed.source,
-                 self.line_count, summary.attempts)
+        cost = f"${summary.cost_usd:.4f}" if summary.cost_usd is not None else "no cost reported"
+        reason = f" — {oneline(summary.status_reason)}" if summary.status_reason else ""
+        log.info("session %d finished: %s%s (source %s, %d lines, %d attempt(s), %s)", self.session_pk,
+                 summary.status, reason, routed.source, self.line_count, summary.attempts, cost,
+                 extra={**self.log_context, "status": summary.status, "source": routed.source,
+                        "lines": self.line_count, "attempts": summary.attempts, "cost_usd": summary.cost_usd})
         return await build_report(self.db, self.session_pk)

@@ -17,6 +17,10 @@ error is logged with its traceback, and the chain ends there. A first tier that 
 raises, as before: there is no session to flag.
 
 Tiers only go up, so a chain never runs the same tier twice and cannot loop.
+
+Log lines (issue #10): an escalation once, when it is decided (from session, to tier, the
+model's reason), at INFO; a session that needs attention, with why, at WARNING. Both carry the
+session, chain and tier as fields; the child's own start line names its parent.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 
 from app.config import Settings
 from app.errors import ConfigError
+from app.logs import oneline
 from app.output.validate import OutputValidator
 from app.store import chains, findings, sessions
 from app.store.db import Database
@@ -70,14 +75,13 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             if parent is None:
                 raise
             why = f"escalation to tier {tier} could not start: {type(exc).__name__}: {exc}"
-            log.exception("session %d needs attention: %s", parent["id"], why)
+            log.exception("session %d needs attention: %s", parent["id"], oneline(why),
+                          extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
             await sessions.set_attention(db, parent["id"], why)
             break
         chain_id = chain_id or result.pk
         if parent is not None:
             await sessions.set_escalated_to(db, parent["id"], result.pk)
-            log.info("chain %d: tier %d session %d escalated to tier %d session %d", chain_id, parent["tier"],
-                     parent["id"], tier, result.pk)
         row = await sessions.get_session(db, result.pk, fresh=True)  # the decision exactly as written
         if row is None:
             raise LookupError(f"session {result.pk} vanished from the database while its chain ran")
@@ -90,10 +94,14 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                 attention = f"escalation requested but {exc}"
         if attention is not None:
             await sessions.set_attention(db, result.pk, attention)
-            log.warning("session %d needs attention: %s", result.pk, attention)
+            log.warning("session %d needs attention: %s", result.pk, oneline(attention),
+                        extra={"session": result.pk, "chain": chain_id, "tier": tier})
             break
         if not row["escalation_needed"]:
             break
+        log.info("session %d escalated to tier %d: %s", result.pk, tier + 1,
+                 oneline(row["escalation_reason"] or "no reason given"),
+                 extra={"session": result.pk, "chain": chain_id, "tier": tier, "to_tier": tier + 1})
         parent = row
         tier += 1
     return await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []

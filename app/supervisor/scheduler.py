@@ -15,6 +15,13 @@
   other process holds the cycle lock, so a live ``tierops run`` is not touched; at a cycle's start
   this process holds the lock itself, so no other process can have a session running. Sessions
   whose folder is under another state dir (so under another cycle lock) are left alone.
+
+Log lines (issue #10: "the server logs nothing about cycles"): a cycle's start (trigger, tier)
+and its end (status, sessions, cost, duration) at INFO, with ``cycle`` (this process's count) and
+at the end ``chain`` as fields; a cycle stopped by a signal or shutdown at WARNING; a failed one is
+logged once, by whoever started it (``run_forever``, the background task of ``start_cycle``; for
+``tierops run`` the command's own error line). The sweep logs each session it marks (WARNING)
+and how many it marked (INFO).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Any
 from app.clock import utcnow
 from app.config import Settings
 from app.errors import CycleBusy
+from app.logs import oneline
 from app.output.validate import OutputValidator
 from app.store import processes
 from app.store.db import Database
@@ -42,7 +50,7 @@ from app.supervisor.chain import run_chain
 from app.supervisor.hub import Hub
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
-from app.vocab import Trigger
+from app.vocab import SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +101,17 @@ def _read_holder(fd: int) -> str:
 
 
 FIRST_SESSION_WAIT = 10.0  # seconds start_cycle waits for the cycle's first session row
+NEEDS_ATTENTION = "needs_attention"  # a cycle's status when one of its sessions needs a human
+
+
+def cycle_status(chain: list[ChainLink]) -> str:
+    """One word for a finished cycle: ``needs_attention`` when a session of it does, else the
+    status of the session it ended with (``empty`` when it ran none)."""
+    if not chain:
+        return "empty"
+    if any(link["attention"] for link in chain):
+        return NEEDS_ATTENTION
+    return chain[-1]["status"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +137,7 @@ class Supervisor:
         self.current_task: asyncio.Task[list[ChainLink]] | None = None
         # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
         self.first_session: asyncio.Future[int] | None = None
+        self.cycle = 0  # cycles claimed by this process; the ``cycle`` field of their log lines
 
     @property
     def busy(self) -> bool:
@@ -127,6 +147,7 @@ class Supervisor:
         """At start: kill the live CLIs of sessions a killed supervisor left ``running``, then mark
         those sessions ``interrupted``. Returns how many were marked."""
         if self._file_lock.held_elsewhere():
+            log.debug("sweep skipped: another process holds the cycle lock")
             return 0
         return await self._sweep("found at restart")
 
@@ -150,7 +171,10 @@ class Supervisor:
                     reason += f"; processes it left ({', '.join(map(str, killed))}) were killed"
             if await processes.mark_interrupted(self.db, row.id, reason):
                 count += 1
-                log.warning("session %d marked interrupted: %s", row.id, reason)
+                log.warning("session %d marked interrupted: %s", row.id, reason,
+                            extra={"session": row.id, "status": SessionStatus.INTERRUPTED})
+        log.log(logging.INFO if count else logging.DEBUG, "sweep (%s): %d session(s) left running marked interrupted",
+                when, count, extra={"count": count})
         return count
 
     def _claim(self, what: str) -> asyncio.Future[int]:
@@ -160,22 +184,30 @@ class Supervisor:
             raise CycleBusy("a cycle is already running in this process; try again when it has finished")
         self._file_lock.acquire(what)
         self._running = True
+        self.cycle += 1
         self.first_session = asyncio.get_running_loop().create_future()
         return self.first_session
 
     async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[ChainLink]:
-        log.info("%s cycle started at tier %d", trigger, tier)
+        cycle = self.cycle
+        started = time.monotonic()
+        log.info("cycle %d started: %s, tier %d", cycle, trigger, tier,
+                 extra={"cycle": cycle, "trigger": trigger, "tier": tier})
         try:
             try:  # this process holds the cycle lock: no other process has a session running
                 await self._sweep("found at the start of a later cycle")
             except Exception:  # the sweep must never keep the cycle from running
-                log.exception("the sweep of sessions left running failed")
+                log.exception("the sweep of sessions left running failed", extra={"cycle": cycle})
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track)
             self.last_chain = chain
-            log.info("%s cycle finished: %s", trigger,
-                     ", ".join(f"tier {s['tier']} session {s['id']} {s['status']}" for s in chain) or "no session")
+            _log_cycle_end(cycle, chain, time.monotonic() - started)
             return chain
+        except asyncio.CancelledError:  # a signal, or the server shutting down
+            seconds = time.monotonic() - started
+            log.warning("cycle %d stopped after %.1f s: this process is stopping", cycle, seconds,
+                        extra={"cycle": cycle, "status": SessionStatus.INTERRUPTED, "duration_s": round(seconds, 3)})
+            raise
         finally:
             self.handles.clear()
             self._running = False
@@ -193,6 +225,7 @@ class Supervisor:
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
         a cycle runs, and the cycle's own exception if it failed before creating a session."""
         first = self._claim(f"{trigger} cycle from tier {tier}")
+        cycle = self.cycle
         started = False
 
         async def body() -> list[ChainLink]:
@@ -205,8 +238,8 @@ class Supervisor:
                 self._running = False
                 self._file_lock.release()
             if not task.cancelled() and (exc := task.exception()) is not None:
-                log.error("%s cycle from tier %d failed: %s: %s", trigger, tier, type(exc).__name__, exc,
-                          exc_info=exc)
+                log.error("cycle %d failed: %s: %s", cycle, type(exc).__name__, oneline(exc), exc_info=exc,
+                          extra={"cycle": cycle, "trigger": trigger, "tier": tier})
 
         task = asyncio.create_task(body(), name=f"tierops-cycle-{trigger}")
         task.add_done_callback(finished)
@@ -262,8 +295,8 @@ class Supervisor:
                 await self.run_cycle(trigger=Trigger.SCHEDULE)
             except CycleBusy as exc:
                 log.warning("scheduled cycle skipped: %s", exc)
-            except Exception:  # a broken cycle must not stop the schedule
-                log.exception("scheduled cycle failed")
+            except Exception:  # a broken cycle must not stop the schedule; logged here, once
+                log.exception("scheduled cycle failed", extra={"cycle": self.cycle, "trigger": Trigger.SCHEDULE})
             done += 1
             if cycles is not None and done >= cycles:
                 break
@@ -275,6 +308,14 @@ class Supervisor:
         if self.current_task and not self.current_task.done():
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)
+
+
+def _log_cycle_end(cycle: int, chain: list[ChainLink], seconds: float) -> None:
+    cost = sum(link["cost_usd"] or 0.0 for link in chain)
+    word = cycle_status(chain)
+    log.info("cycle %d finished: %s, %d session(s), $%.4f, %.1f s", cycle, word, len(chain), cost, seconds,
+             extra={"cycle": cycle, "chain": chain[0]["id"] if chain else None, "status": word,
+                    "sessions": len(chain), "cost_usd": round(cost, 6), "duration_s": round(seconds, 3)})
 
 
 def status(supervisor: Supervisor) -> dict[str, Any]:

@@ -19,6 +19,10 @@ The CLI's pid, process group and start time are stored on the row as soon as it 
 for the next one to kill a CLI still running (``Supervisor.recover_interrupted``). Any failure
 after the row exists, even while preparing the run (its folder, its prompt file), ends the
 session ``failed`` with why, so no row is left ``running`` by an exception.
+
+Log lines (issue #10): the session's start (id, tier, model, trigger, parent) and each output
+recovery resume at INFO, here; its end (status, reason, attempts, cost) once, by the recorder's
+finalize, the one place every session ends, which is told the chain for its fields.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from app.engine.outcomes import AttemptOutcome
 from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
 from app.errors import CLIError, StorageUnavailable
+from app.logs import oneline
 from app.output.validate import OutputValidator
 from app.store import processes, sessions
 from app.store.db import Database
@@ -111,6 +116,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
                                       trigger=req.trigger, parent_session_id=req.parent_pk)
+    rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
 
     def record(identity: ProcessIdentity) -> None:
@@ -149,7 +155,9 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         launch = launch_for(req.prompt)
         await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
                                   argv=launch.argv, system_prompt=req.system_prompt)
-        log.info("session %d started: tier %d (%s), trigger %s", rec.session_pk, req.tier, cfg.model, req.trigger)
+        log.info("session %d started: tier %d (%s), trigger %s%s", rec.session_pk, req.tier, cfg.model, req.trigger,
+                 f", parent session {req.parent_pk}" if req.parent_pk is not None else "",
+                 extra={**rec.log_context, "model": cfg.model, "trigger": req.trigger, "parent": req.parent_pk})
         if hub:
             hub.notify(rec.session_pk, "session_started", tier=req.tier)
         if on_start:
@@ -170,7 +178,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             retries += 1
             rec.begin_attempt(AttemptKind.RESUME)
             log.info("session %d: output recovery, resume %d of %d", rec.session_pk, retries,
-                     settings.output_max_retries)
+                     settings.output_max_retries, extra={**rec.log_context, "attempt": rec.attempt})
             errors = outcome.validation.errors_as_dicts() if outcome.validation else []
             resume = launch_for(recovery_prompt(errors, outcome.has_output), resume=rec.session_id)
             proc_out = await _spawn(handle, resume, sink, settings, record)
@@ -194,16 +202,17 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     except StorageUnavailable as exc:
         # Storage stayed broken past TIEROPS_STORAGE_RETRY_LIMIT: the runner killed the CLI when its
         # sink failed; record the truth if storage allows it now, else the next sweep marks the row.
-        log.error("session %d: %s", rec.session_pk, exc)
+        # Not logged here: the recorder logged giving up, and finalize logs the session's end.
         try:
             await asyncio.wait_for(rec.finalize(status=SessionStatus.FAILED, reason=str(exc), exit_code=exit_code,
                                                 stderr_tail=stderr_tail or None), STORAGE_FINAL_WRITE)
         except (StorageUnavailable, TimeoutError):
-            log.error("session %d: its final status could not be stored; the next sweep marks it", rec.session_pk)
+            log.error("session %d: its final status could not be stored (%s); the next sweep marks it", rec.session_pk,
+                      oneline(exc), extra={**rec.log_context, "status": SessionStatus.FAILED})
         raise
     except Exception as exc:
         # A bug (ours, or storage failing): the session failed, and the operator sees why (issue #8).
-        log.exception("session %d: internal error", rec.session_pk)
+        log.exception("session %d: internal error", rec.session_pk, extra=rec.log_context)
         await rec.finalize(status=SessionStatus.FAILED, reason=f"internal error: {type(exc).__name__}: {exc}",
                            exit_code=exit_code, stderr_tail=stderr_tail or None)
         raise
