@@ -182,7 +182,9 @@ def events(home: str | None, db: str | None, as_json: bool, level: str | None, s
     """List routed events, newest first."""
     def render(e: EventRow) -> str:
         svc = f"[{e['service']}] " if e["service"] else ""
-        return f"{e['id']:>5}  {e['created_at']}  session {e['session_pk']}  {e['level']:<8} {svc}{e['message']}"
+        # an event outlives its session: retention (issue #10) prunes the session, not the event
+        owner = f"session {e['session_pk']}" if e["session_pk"] is not None else "session pruned"
+        return f"{e['id']:>5}  {e['created_at']}  {owner}  {e['level']:<8} {svc}{e['message']}"
 
     _list_command(lambda store: findings.list_events(store, level=level, service=service, session=session,
                                                     limit=limit),

@@ -98,6 +98,9 @@ class Database:
             # larger pages cut overflow chains and made bulk ingest ~25 % faster (bench/ingest.py).
             # Only takes effect when the file is new.
             await db._writer.execute("PRAGMA page_size = 16384")
+            # Issue #10: pruned space can be given back in small steps (PRAGMA incremental_vacuum,
+            # app/store/retention.py). Like page_size, only a new file takes it (before its first table).
+            await db._writer.execute("PRAGMA auto_vacuum = INCREMENTAL")
             await db._writer.execute("PRAGMA journal_mode = WAL")
             await db._writer.execute("PRAGMA wal_autocheckpoint = 2000")  # ~32 MiB of WAL between checkpoints
             await db._migrate(db._writer)

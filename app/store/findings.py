@@ -18,6 +18,8 @@ from app.redact import Redactor
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
+# LEFT JOIN everywhere: an event outlives its session (issue #10 retention sets session_pk to NULL),
+# and then has no CLI session id or tier either.
 EVENT_COLUMNS = ("e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_level, e.service, e.message,"
                  " e.source, e.created_at")
 
@@ -90,7 +92,7 @@ async def list_events(db: Database, *, level: str | None = None, service: str | 
                       session: int | None = None, limit: int = 100, offset: int = 0) -> list[EventRow]:
     """Events newest first, with their session's CLI id and tier."""
     cond, params = where(e__level=level, e__service=service, e__session_pk=session)
-    sql = (f"SELECT {EVENT_COLUMNS} FROM events e JOIN sessions s ON s.id = e.session_pk{cond}"  # noqa: S608
+    sql = (f"SELECT {EVENT_COLUMNS} FROM events e LEFT JOIN sessions s ON s.id = e.session_pk{cond}"  # noqa: S608
            " ORDER BY e.id DESC LIMIT ? OFFSET ?")
     return decode_all(await db.fetchall(sql, [*params, limit, offset]), EventRow)
 
@@ -98,7 +100,7 @@ async def list_events(db: Database, *, level: str | None = None, service: str | 
 async def events_after(db: Database, after: int, limit: int) -> list[EventRow]:
     """Events with ``id > after``, oldest first (the live events stream)."""
     return decode_all(await db.fetchall(
-        f"SELECT {EVENT_COLUMNS} FROM events e JOIN sessions s ON s.id = e.session_pk"  # noqa: S608
+        f"SELECT {EVENT_COLUMNS} FROM events e LEFT JOIN sessions s ON s.id = e.session_pk"  # noqa: S608
         " WHERE e.id > ? ORDER BY e.id LIMIT ?", (after, limit)), EventRow)
 
 
@@ -114,7 +116,7 @@ async def recent_alerts(db: Database, limit: int = 20) -> list[EventRow]:
         f"SELECT {EVENT_COLUMNS} FROM ("  # noqa: S608
         " SELECT * FROM (SELECT * FROM events WHERE level = 'critical' ORDER BY id DESC LIMIT ?)"
         " UNION ALL SELECT * FROM (SELECT * FROM events WHERE level = 'warning' ORDER BY id DESC LIMIT ?)) e"
-        " JOIN sessions s ON s.id = e.session_pk ORDER BY e.id DESC LIMIT ?", (limit, limit, limit)), EventRow)
+        " LEFT JOIN sessions s ON s.id = e.session_pk ORDER BY e.id DESC LIMIT ?", (limit, limit, limit)), EventRow)
 
 
 async def event_services(db: Database, limit: int = 500) -> list[str]:

@@ -165,4 +165,37 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN cli_start_time REAL
         """,
     ),
+    (
+        "0004_retention",
+        """
+        -- Retention (issue #10): events outlive the sessions that raised them. The events table is
+        -- rebuilt (SQLite cannot alter a foreign key) with session_pk nullable and ON DELETE SET
+        -- NULL instead of CASCADE, keeping every row and its id.
+        CREATE TABLE events_new (
+            id INTEGER PRIMARY KEY,
+            session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,  -- NULL once pruned
+            level TEXT NOT NULL CHECK (level IN ('info', 'warning', 'critical')),
+            original_level TEXT,
+            service TEXT,
+            message TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        INSERT INTO events_new (id, session_pk, level, original_level, service, message, source, created_at)
+            SELECT id, session_pk, level, original_level, service, message, source, created_at FROM events;
+        DROP TABLE events;
+        ALTER TABLE events_new RENAME TO events;
+        CREATE INDEX events_session ON events (session_pk);
+        CREATE INDEX events_level ON events (level, id DESC);
+        CREATE INDEX events_service ON events (service, id DESC);
+        -- Deleting a session makes SQLite look up every row that references it. Without these
+        -- indexes each lookup scans the whole table (sessions by parent and escalation, cooldowns,
+        -- memories by provenance), and a prune of thousands of sessions crawls.
+        CREATE INDEX sessions_parent ON sessions (parent_session_id);
+        CREATE INDEX sessions_escalated ON sessions (escalated_to);
+        CREATE INDEX cooldowns_session ON cooldowns (session_pk);
+        CREATE INDEX memories_created_by ON memories (created_by_session);
+        CREATE INDEX memories_reinforced_by ON memories (reinforced_by_session)
+        """,
+    ),
 ]

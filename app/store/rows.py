@@ -179,7 +179,7 @@ class AttemptRow(TypedDict):
 
 class EventRow(TypedDict):
     id: int
-    session_pk: int
+    session_pk: int | None  # None once the session was pruned (issue #10): events are kept
     session_id: str | None
     tier: int | None
     level: str

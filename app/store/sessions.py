@@ -141,8 +141,11 @@ async def finish_session(db: Database, pk: int, summary: SessionSummary, routed:
 
 
 async def delete_session(db: Database, pk: int) -> None:
-    """Remove a session and (by cascade) its lines, attempts and findings."""
+    """Remove a session with its events, and (by cascade) its lines, attempts, check results and
+    cooldowns. Used to replace a half-done ingest; retention (``app/store/retention.py``) keeps
+    events instead (migration 0004: their session becomes NULL)."""
     async with db.write() as conn:
+        await conn.execute("DELETE FROM events WHERE session_pk = ?", (pk,))
         await conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
 
 

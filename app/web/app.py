@@ -1,8 +1,9 @@
 """The starlette application: wiring, lifespan, login, health, metrics and the error handlers.
 
 Lifespan order (the only startup hook starlette has): open the store (migrations run there),
-mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler; on
-shutdown stop running sessions' process groups, cancel the scheduler, close the store.
+mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler and
+the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10); on shutdown stop running sessions'
+process groups, cancel the scheduler and the prune, close the store.
 One uvicorn worker: the scheduler and the SSE hub live in this process.
 
 Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
@@ -154,9 +155,17 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         await supervisor.recover_interrupted()
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
+        # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
+        from app.engine.retention import prune_daily  # imported here: this edit stays inside the lifespan
+
+        pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
         try:
             yield
         finally:
+            if pruner is not None:  # before the store closes; a prune cut short rolls its batch back
+                pruner.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
+                    await pruner
             if scheduler is not None:
                 scheduler.cancel()
             await supervisor.shutdown()
@@ -185,8 +194,17 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
 
 
 def serve(settings: Settings, host: str, port: int) -> None:
-    """Run uvicorn with one worker. Refuses a non-loopback bind without a token (:class:`ConfigError`)."""
+    """Run uvicorn with one worker. Refuses a non-loopback bind without a token (:class:`ConfigError`).
+
+    Logging (issue #10): ``log_config=None`` leaves uvicorn's loggers without handlers of their
+    own, so its startup and error lines go through the root handler of ``app.logs`` in the chosen
+    format and level; uvicorn's access log is off and :class:`app.logs.AccessLog` writes one line
+    per request on ``tierops.access`` instead, when ``TIEROPS_ACCESS_LOG`` is on (one format, no
+    query strings, no line twice).
+    """
     import uvicorn
+
+    from app.logs import AccessLog
 
     token = settings.resolved_token()
     if token is None and not is_loopback(host):
@@ -194,7 +212,9 @@ def serve(settings: Settings, host: str, port: int) -> None:
                           "can reach this address could run sessions and read their output; set a token or bind "
                           "to 127.0.0.1")
     check_listen(host, port)
-    uvicorn.run(create_app(settings, token=token), host=host, port=port, workers=1, proxy_headers=False)
+    app = create_app(settings, token=token)
+    uvicorn.run(AccessLog(app) if settings.access_log else app, host=host, port=port, workers=1,
+                proxy_headers=False, log_config=None, access_log=False)
 
 
 def check_listen(host: str, port: int) -> None:

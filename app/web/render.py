@@ -435,6 +435,8 @@ def render_event_row(event: Mapping[str, Any]) -> Markup:
         tier = event.get("tier")
         session = Markup('<a href="/sessions/{pk}">#{pk}</a>{tier}').format(
             pk=pk, tier=Markup(' <span class="muted small">T{}</span>').format(tier) if tier else "")
+    elif pk is None and "session_pk" in event:  # its session was pruned; the event is kept (issue #10)
+        session = Markup('<span class="muted small" title="deleted by retention">session pruned</span>')
     else:
         session = Markup("")
     message, left = _cap(str(event.get("message") or ""), 2_000)

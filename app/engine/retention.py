@@ -1,0 +1,473 @@
+"""Retention (issue #10): which sessions ``tierops prune`` and the server's daily prune delete, in
+what batches, and the report of what went.
+
+Why: every session keeps its whole transcript (``activity``: every stream line, often KBs each)
+forever otherwise, and a long-running installation's database and ``sessions/`` folder only grow.
+
+The rules:
+
+* A session goes once it is finished (not ``running``) and its last moment (``ended_at``, else
+  ``started_at``) is older than the cutoff: now minus ``TIEROPS_RETENTION_DAYS`` (or
+  ``--keep-days``); 0 days means never. A ``running`` session is never pruned, however old.
+* Sessions linked by ``chain_id``, ``parent_session_id`` or ``escalated_to`` go together or not at
+  all: a chain only when every member is finished and its newest member is older than the cutoff
+  (the links have no ``ON DELETE``, and half a chain would be an escalation from nowhere).
+* With a session go its activity, output attempts, check results, cooldowns and its folder
+  ``TIEROPS_HOME/sessions/<id>`` (only that folder, never a symlink, never anything outside
+  ``sessions/``; an ingested session's recorded ``cwd`` is never touched). Events and memories are
+  kept, without their session. (Open incidents, which must be kept too, do not exist yet.)
+* Deleting happens in short write transactions of at most :data:`BATCH_SESSIONS` sessions and a
+  budget of stored lines; a bigger transcript is first deleted in chunks of that many lines.
+  The budget adapts so that each transaction lasts about :data:`TARGET_WRITE` (lines range from
+  bytes to megabytes: a count of rows alone says little about the time). Between transactions
+  the server's own writes go ahead.
+* Space: free pages then go back to the file system :data:`VACUUM_PAGES` at a time, each step
+  its own short write, when the file was created with incremental auto-vacuum (every database
+  since issue #10). An older file reuses its free pages for new rows but does not shrink; the
+  report says so and points at ``tierops prune --vacuum`` (a full, blocking VACUUM, for when the
+  server is stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypedDict
+
+from app.config import Settings
+from app.store import retention
+from app.store.db import Database, is_transient
+from app.store.retention import PruneCounts, RetentionRow, SpaceInfo
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BATCH_LINES",
+    "BATCH_SESSIONS",
+    "PruneReport",
+    "Unit",
+    "cutoff_for",
+    "describe",
+    "plan",
+    "prune",
+    "prune_daily",
+    "summary_line",
+]
+
+BATCH_SESSIONS = 50      # sessions per delete transaction
+BATCH_LINES = 200        # stored lines in the first delete transaction (the bulk of what a delete touches)
+MIN_LINES, MAX_LINES = 10, 20_000  # the range the line budget adapts in
+TARGET_WRITE = 0.05      # seconds a delete transaction should hold the write lock
+VACUUM_PAGES = 128       # pages per incremental-vacuum step: 2 MiB at 16 KiB pages, 5-30 ms measured
+PAUSE = 0.02             # seconds between write transactions: lets another process's writer in
+START_DELAY = 60.0       # the server's first prune, seconds after start (read at call time)
+INTERVAL = 24 * 3600.0   # then once a day
+
+
+class DeletedRows(TypedDict):
+    activity: int
+    output_attempts: int
+    check_results: int
+    cooldowns: int
+
+
+class KeptRows(TypedDict):
+    events: int        # raised by pruned sessions: kept, now without a session
+    memories: int      # taught or reinforced by pruned sessions: kept, without that provenance
+    old_sessions: int  # older than the cutoff yet kept: running, or chained to a running or newer session
+
+
+class FolderReport(TypedDict):
+    removed: int       # session folders deleted (dry run: that would be)
+    bytes: int         # their size
+    missing: int       # pruned sessions that had no folder (ingested ones never have one)
+    errors: list[str]  # folders left in place, and why
+
+
+class SpaceReport(TypedDict):
+    auto_vacuum: str          # the file's mode: incremental | none | full
+    page_size: int
+    free_pages: int           # free pages after deleting, before any vacuum
+    pages_reclaimed: int      # given back to the file system
+    bytes_reclaimed: int
+    file_bytes_before: int    # the database file, before the prune (its -wal is reused, never shrunk)
+    file_bytes_after: int
+    vacuum: str | None        # what ran: incremental | full | None
+    note: str | None
+
+
+class PruneReport(TypedDict):
+    dry_run: bool
+    keep_days: int            # 0: retention is off, nothing was looked at
+    cutoff: str | None        # sessions whose last moment is before this went
+    sessions: int             # sessions deleted (dry run: that would be)
+    chains: int               # of which chains (sets of linked sessions) of two or more
+    session_ids: list[int]
+    deleted: DeletedRows
+    kept: KeptRows
+    folders: FolderReport
+    skipped: int              # sets that stopped being prunable while the prune ran, kept
+    space: SpaceReport | None
+    seconds: float
+
+
+@dataclass
+class Unit:
+    """Sessions linked to each other (a chain, or one standalone session): pruned whole or not at all."""
+
+    ids: list[int] = field(default_factory=list)
+    lines: int = 0           # stored lines, as the sessions count them (batch sizing)
+    newest: str = ""         # the latest last moment of a member
+    running: bool = False
+
+
+def cutoff_for(days: int, now: datetime | None = None) -> str:
+    """``now`` minus ``days``, in the stored timestamp format (``2026-11-23T09:14:03.512Z``)."""
+    now = now or datetime.now(UTC)
+    try:
+        when = now - timedelta(days=days)
+    except OverflowError:  # a retention of millions of days: nothing is that old
+        when = datetime.min.replace(tzinfo=UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def plan(rows: Iterable[RetentionRow], cutoff: str) -> tuple[list[Unit], int]:
+    """The prunable units, oldest first, and how many sessions older than the cutoff are kept
+    because their unit is not prunable (a running member, or a member newer than the cutoff)."""
+    rows = list(rows)
+    root: dict[int, int] = {r.id: r.id for r in rows}
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for r in rows:
+        for other in (r.chain_id, r.parent_session_id, r.escalated_to):
+            if other is not None and other in root:
+                a, b = find(r.id), find(other)
+                if a != b:
+                    root[max(a, b)] = min(a, b)
+    units: dict[int, Unit] = {}
+    for r in rows:  # oldest id first, so each unit's ids are sorted
+        unit = units.setdefault(find(r.id), Unit())
+        unit.ids.append(r.id)
+        unit.lines += r.line_count
+        unit.newest = max(unit.newest, r.last_at)
+        unit.running = unit.running or r.running
+    prunable = [u for u in units.values() if not u.running and u.newest < cutoff]
+    old = {r.id for r in rows if r.last_at < cutoff}
+    kept_old = sum(1 for u in units.values() if u.running or u.newest >= cutoff for i in u.ids if i in old)
+    return sorted(prunable, key=lambda u: u.ids[0]), kept_old
+
+
+class _Pace:
+    """The line budget of one delete transaction, halved after a write that took much longer than
+    :data:`TARGET_WRITE` and doubled after one that used its budget in much less."""
+
+    def __init__(self) -> None:
+        self.lines = max(MIN_LINES, min(MAX_LINES, BATCH_LINES))
+
+    def took(self, seconds: float, lines: int) -> None:
+        if seconds > TARGET_WRITE * 1.5:
+            self.lines = max(MIN_LINES, self.lines // 2)
+        elif seconds < TARGET_WRITE / 2 and lines >= self.lines // 2:
+            self.lines = min(MAX_LINES, self.lines * 2)
+
+
+def _next_batch(units: Sequence[Unit], start: int, budget: int) -> list[Unit]:
+    """Units from ``start`` for one delete transaction: at least one, then as many as fit into
+    :data:`BATCH_SESSIONS` sessions and ``budget`` lines."""
+    batch = [units[start]]
+    sessions, lines = len(units[start].ids), units[start].lines
+    for unit in units[start + 1:]:
+        if sessions + len(unit.ids) > BATCH_SESSIONS or lines + unit.lines > budget:
+            break
+        batch.append(unit)
+        sessions += len(unit.ids)
+        lines += unit.lines
+    return batch
+
+
+# -- folders -----------------------------------------------------------------------------------
+
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):  # does not follow symlinks
+        for name in files:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+def _remove_folders(root: Path, ids: Sequence[int], report: FolderReport, *, dry_run: bool) -> None:
+    """Delete ``root/<id>`` for each id; only plain folders directly inside ``root``."""
+    try:
+        real_root = root.resolve(strict=True)
+    except OSError:  # no sessions/ folder at all (only ingested sessions so far)
+        report["missing"] += len(ids)
+        return
+    for pk in ids:
+        folder = root / str(int(pk))
+        if not folder.exists() and not folder.is_symlink():
+            report["missing"] += 1
+            continue
+        if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != real_root:
+            report["errors"].append(f"{folder}: not a plain folder inside {root}; left alone")
+            continue
+        size = _tree_bytes(folder)
+        if not dry_run:
+            try:
+                shutil.rmtree(folder)
+            except OSError as exc:
+                report["errors"].append(f"{folder}: {exc.strerror or exc}")
+                log.warning("prune: cannot remove %s: %s", folder, exc)
+                continue
+        report["removed"] += 1
+        report["bytes"] += size
+
+
+# -- the prune ---------------------------------------------------------------------------------
+
+def _empty_report(days: int, cutoff: str | None, dry_run: bool) -> PruneReport:
+    return {
+        "dry_run": dry_run, "keep_days": days, "cutoff": cutoff, "sessions": 0, "chains": 0, "session_ids": [],
+        "deleted": {"activity": 0, "output_attempts": 0, "check_results": 0, "cooldowns": 0},
+        "kept": {"events": 0, "memories": 0, "old_sessions": 0},
+        "folders": {"removed": 0, "bytes": 0, "missing": 0, "errors": []},
+        "skipped": 0, "space": None, "seconds": 0.0,
+    }
+
+
+def _add(report: PruneReport, ids: Sequence[int], counts: PruneCounts) -> None:
+    report["sessions"] += counts["sessions"]
+    report["chains"] += 1 if counts["sessions"] > 1 else 0
+    report["session_ids"].extend(ids)
+    for key in ("activity", "output_attempts", "check_results", "cooldowns"):
+        report["deleted"][key] += counts[key]
+    report["kept"]["events"] += counts["events"]
+    report["kept"]["memories"] += counts["memories"]
+
+
+async def prune(db: Database, settings: Settings, *, keep_days: int | None = None, dry_run: bool = False,
+                vacuum: bool = False, now: datetime | None = None) -> PruneReport:
+    """Delete finished sessions older than ``keep_days`` (default ``settings.retention_days``; 0 =
+    nothing) with everything that belongs only to them, then give the space back.
+
+    ``dry_run``: count what would go and change nothing. ``vacuum``: end with a full VACUUM
+    (blocking; with the server stopped) instead of incremental steps.
+    """
+    started = time.monotonic()
+    days = settings.retention_days if keep_days is None else keep_days
+    if days <= 0:
+        report = _empty_report(0, None, dry_run)
+        report["seconds"] = round(time.monotonic() - started, 3)
+        return report
+    cutoff = cutoff_for(days, now)
+    report = _empty_report(days, cutoff, dry_run)
+    if not dry_run:  # pages still in the WAL are in the file's size only after a checkpoint
+        await retention.checkpoint(db)
+    before = await retention.space_info(db)
+    units, report["kept"]["old_sessions"] = plan(await retention.retention_rows(db), cutoff)
+    root = settings.state_dir / "sessions"
+
+    if dry_run:
+        ids = [i for u in units for i in u.ids]
+        if ids:
+            counts = await retention.count_rows(db, ids)
+            _add(report, ids, counts)
+            report["chains"] = sum(1 for u in units if len(u.ids) > 1)
+            await asyncio.to_thread(_remove_folders, root, ids, report["folders"], dry_run=True)
+        report["space"] = _space(before, before, before, None, dry_run=True, will_vacuum=vacuum)
+    else:
+        pace, done = _Pace(), 0
+        while done < len(units):
+            batch = _next_batch(units, done, pace.lines)
+            done += len(batch)
+            deleted = await _delete_batch(db, batch, cutoff, report, pace)
+            if deleted:
+                # an id taken again by a session started meanwhile (ids of the newest sessions are
+                # reused once deleted) keeps its folder: it is the new session's
+                taken = await retention.existing_sessions(db, deleted)
+                gone = [i for i in deleted if i not in taken]
+                await asyncio.to_thread(_remove_folders, root, gone, report["folders"], dry_run=False)
+            await asyncio.sleep(PAUSE)
+        report["space"] = await _reclaim(db, before, full=vacuum)
+    report["seconds"] = round(time.monotonic() - started, 3)
+    return report
+
+
+async def _delete_batch(db: Database, batch: list[Unit], cutoff: str, report: PruneReport,
+                        pace: _Pace) -> list[int]:
+    """Delete one batch (a big transcript first in chunks); returns the ids that went."""
+    chunked = 0
+    if len(batch) == 1 and batch[0].lines > pace.lines:
+        while True:
+            limit = pace.lines
+            started = time.monotonic()
+            n = await retention.delete_activity(db, batch[0].ids, cutoff, limit)
+            if n is None:  # a new session points at it now: keep it (what went of its transcript, went)
+                report["skipped"] += 1
+                report["deleted"]["activity"] += chunked
+                return []
+            pace.took(time.monotonic() - started, n)
+            chunked += n
+            if n < limit:
+                break
+            await asyncio.sleep(PAUSE)
+    started = time.monotonic()
+    done = await retention.delete_sessions(db, [u.ids for u in batch], cutoff)
+    pace.took(time.monotonic() - started, max(sum(u.lines for u in batch) - chunked, 0))
+    report["deleted"]["activity"] += chunked
+    report["skipped"] += len(batch) - len(done)
+    ids: list[int] = []
+    for unit_ids, counts in done:
+        if counts["sessions"]:  # 0: another prune (the server's, or a second command) took them first
+            _add(report, unit_ids, counts)
+            ids.extend(unit_ids)
+    return ids
+
+
+async def _reclaim(db: Database, before: SpaceInfo, *, full: bool) -> SpaceReport:
+    after_delete = await retention.space_info(db)
+    ran: str | None = None
+    if full:
+        await retention.full_vacuum(db)
+        ran = "full"
+    elif after_delete.auto_vacuum == "incremental" and after_delete.free_pages:
+        ran = "incremental"
+        while await retention.incremental_vacuum(db, VACUUM_PAGES) > 0:
+            await asyncio.sleep(PAUSE)
+        await retention.checkpoint(db)
+    final = await retention.space_info(db)
+    return _space(before, after_delete, final, ran, dry_run=False, will_vacuum=full)
+
+
+def _space(before: SpaceInfo, after_delete: SpaceInfo, final: SpaceInfo, ran: str | None, *, dry_run: bool,
+           will_vacuum: bool) -> SpaceReport:
+    reclaimed = max(after_delete.page_count - final.page_count, 0)
+    note = None
+    mode = after_delete.auto_vacuum
+    if dry_run:
+        note = ("a full VACUUM would rebuild the file afterwards (blocking)" if will_vacuum
+                else "incremental vacuum would return the freed pages afterwards" if mode == "incremental"
+                else _NONE_NOTE if mode == "none" else None)
+    elif ran is None and mode == "none":
+        note = _NONE_NOTE
+    elif ran == "full":
+        note = "full VACUUM done; the file now uses incremental auto-vacuum"
+    return {
+        "auto_vacuum": final.auto_vacuum, "page_size": final.page_size, "free_pages": after_delete.free_pages,
+        "pages_reclaimed": reclaimed, "bytes_reclaimed": reclaimed * final.page_size,
+        "file_bytes_before": before.file_bytes, "file_bytes_after": final.file_bytes, "vacuum": ran, "note": note,
+    }
+
+
+_NONE_NOTE = ("this database was created before incremental auto-vacuum (issue #10): its free pages are reused "
+              "by new rows, but the file does not shrink. To shrink it, stop the server and run "
+              "`tierops prune --vacuum` (a full VACUUM: blocks every write while it runs and needs free disk "
+              "space about the size of the database; later prunes then give space back by themselves)")
+
+
+# -- what the report says ----------------------------------------------------------------------
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover - the loop always returns
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _memories(count: int) -> str:
+    return "1 memory" if count == 1 else f"{count} memories"
+
+
+def summary_line(r: PruneReport) -> str:
+    """One line: what went and what was kept (the server logs this)."""
+    if not r["keep_days"]:
+        return "retention is off (TIEROPS_RETENTION_DAYS=0): nothing pruned"
+    verb = "would prune" if r["dry_run"] else "pruned"
+    d, k, f = r["deleted"], r["kept"], r["folders"]
+    text = (f"{verb} {_n(r['sessions'], 'session')} ({_n(r['chains'], 'chain')}) last active before "
+            f"{r['cutoff']}: {_n(d['activity'], 'activity line')}, {_n(d['output_attempts'], 'output attempt')}, "
+            f"{_n(d['check_results'], 'check result')}, {_n(d['cooldowns'], 'cooldown')}, "
+            f"{_n(f['removed'], 'session folder')} ({_bytes(f['bytes'])}); "
+            f"kept {_n(k['events'], 'event')} and {_memories(k['memories'])}")
+    if r["space"] and r["space"]["vacuum"]:
+        text += f"; {_bytes(r['space']['bytes_reclaimed'])} returned to the file system"
+    return text
+
+
+def describe(r: PruneReport) -> list[str]:
+    """The report for a person, a few lines."""
+    if not r["keep_days"]:
+        return ["retention is off (TIEROPS_RETENTION_DAYS=0, or --keep-days 0): nothing pruned"]
+    verb = "would prune" if r["dry_run"] else "pruned"
+    d, k, f = r["deleted"], r["kept"], r["folders"]
+    lines = [f"{verb} {_n(r['sessions'], 'session')} ({_n(r['chains'], 'chain')}) last active before "
+             f"{r['cutoff']} (older than {_n(r['keep_days'], 'day')})"]
+    if r["sessions"]:
+        lines.append(f"  {'would delete' if r['dry_run'] else 'deleted'}: {_n(d['activity'], 'activity line')}, "
+                     f"{_n(d['output_attempts'], 'output attempt')}, {_n(d['check_results'], 'check result')}, "
+                     f"{_n(d['cooldowns'], 'cooldown')}, {_n(f['removed'], 'session folder')} "
+                     f"({_bytes(f['bytes'])})")
+        lines.append(f"  kept: {_n(k['events'], 'event')} and {_memories(k['memories'])} of these sessions (now "
+                     "without their session)")
+    if k["old_sessions"]:
+        lines.append(f"  kept {_n(k['old_sessions'], 'older session')}: running, or in a chain with a running or "
+                     "newer session")
+    if r["skipped"]:
+        lines.append(f"  kept {_n(r['skipped'], 'chain')} that changed while pruning")
+    lines.extend(f"  folder not removed: {e}" for e in f["errors"])
+    s = r["space"]
+    if s is not None:
+        if s["vacuum"]:
+            lines.append(f"  space: {_n(s['pages_reclaimed'], 'page')} ({_bytes(s['bytes_reclaimed'])}) returned to the "
+                         f"file system ({s['vacuum']} vacuum); database {_bytes(s['file_bytes_before'])} -> "
+                         f"{_bytes(s['file_bytes_after'])}")
+        elif s["free_pages"]:
+            lines.append(f"  space: {_n(s['free_pages'], 'free page')} ({_bytes(s['free_pages'] * s['page_size'])}) "
+                         "inside the database")
+        if s["note"]:
+            lines.append(f"  note: {s['note']}")
+    lines.append(f"  took {r['seconds']:.2f} s")
+    return lines
+
+
+# -- the server's daily prune ------------------------------------------------------------------
+
+async def prune_daily(db: Database, settings: Settings, *, start_delay: float | None = None,
+                      interval: float | None = None) -> None:
+    """Prune :data:`START_DELAY` seconds after the server starts, then every :data:`INTERVAL`.
+
+    Never raises (a failed prune is logged and tried again the next day); returns only when
+    cancelled (the server's shutdown).
+    """
+    await asyncio.sleep(START_DELAY if start_delay is None else start_delay)
+    while True:
+        try:
+            report = await prune(db, settings)
+        except Exception as exc:
+            if is_transient(exc):  # locked by a long writer, a full disk: one line, tomorrow again
+                log.warning("daily prune stopped by a storage error: %s: %s", type(exc).__name__, exc)
+            else:
+                log.exception("daily prune failed")
+        else:
+            log.info("daily prune: %s", summary_line(report))
+            for error in report["folders"]["errors"]:
+                log.warning("daily prune: folder not removed: %s", error)
+        await asyncio.sleep(INTERVAL if interval is None else interval)
