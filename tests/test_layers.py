@@ -22,7 +22,7 @@ import pytest
 APP = Path(__file__).resolve().parents[1] / "app"
 
 FOUNDATION = {"app", "app.clock", "app.vocab", "app.errors", "app.paths", "app.tasks", "app.config", "app.redact",
-              "app.logs"}
+              "app.logs", "app.units"}
 LINE = ["stream", "output", "store", "engine", "supervisor", "web", "cli"]
 RANK = {name: i for i, name in enumerate(LINE)}
 

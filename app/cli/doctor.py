@@ -33,6 +33,7 @@ from app.errors import TierOpsError
 from app.output.validate import OutputValidator, SchemaLoadError
 from app.store.inspect import inspect_database
 from app.supervisor.runner import CLINotFound, child_env, resolve_binary
+from app.units import human_bytes
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -58,14 +59,6 @@ class Check:
     name: str
     status: Status
     detail: str
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 def check_settings(home: str | None, db: str | None) -> tuple[Check, Settings | None]:
@@ -116,7 +109,7 @@ def check_database(settings: Settings) -> tuple[Check, str | None]:
     migrations = (f"migrations current ({len(info.applied)})" if not info.pending
                   else f"{len(info.pending)} migration(s) pending ({', '.join(info.pending)}), applied at the next "
                        "start")
-    detail = (f"{info.path}: writable, {migrations}, {_human(info.size_bytes)}, {info.sessions} sessions, "
+    detail = (f"{info.path}: writable, {migrations}, {human_bytes(info.size_bytes)}, {info.sessions} sessions, "
               f"journal {info.journal_mode}")
     return Check("database", "ok" if not info.pending else "warn", detail), info.newest_timestamp
 
@@ -204,7 +197,7 @@ def check_checks_file() -> Check:
 def check_disk(settings: Settings) -> Check:
     where = next((p for p in (settings.state_dir, *settings.state_dir.parents) if p.exists()), Path("/"))
     usage = shutil.disk_usage(where)
-    detail = f"{_human(usage.free)} free of {_human(usage.total)} at {where}"
+    detail = f"{human_bytes(usage.free)} free of {human_bytes(usage.total)} at {where}"
     if usage.free < DISK_FAIL_BYTES:
         return Check("disk", "fail", detail + "; free space or move TIEROPS_HOME (sessions stop recording when full)")
     if usage.free < DISK_WARN_BYTES:

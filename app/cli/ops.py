@@ -30,10 +30,10 @@ from app.cli.base import (
     run_async,
     state_options,
 )
-from app.cli.progress import human_bytes
 from app.engine.retention import PruneReport, describe
 from app.engine.retention import prune as prune_sessions
 from app.store.backup import BackupResult, backup_database
+from app.units import human_bytes
 
 RESTORE = ("to restore: stop the server, replace {db} with the backup, delete {db}-wal and {db}-shm if they "
            "exist, start the server (migrations run at start)")

@@ -12,16 +12,10 @@ import sys
 import time
 from typing import TextIO
 
+from app.units import human_bytes
+
 WIDTH = 24
 REDRAW_EVERY = 0.1  # seconds
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover - the loop always returns
 
 
 class ProgressBar:

@@ -46,6 +46,7 @@ from app.config import Settings
 from app.store import retention
 from app.store.db import Database, is_transient
 from app.store.retention import PruneCounts, RetentionRow, SpaceInfo
+from app.units import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -380,14 +381,6 @@ _NONE_NOTE = ("this database was created before incremental auto-vacuum (issue #
 
 # -- what the report says ----------------------------------------------------------------------
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover - the loop always returns
-
-
 def _n(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -405,10 +398,10 @@ def summary_line(r: PruneReport) -> str:
     text = (f"{verb} {_n(r['sessions'], 'session')} ({_n(r['chains'], 'chain')}) last active before "
             f"{r['cutoff']}: {_n(d['activity'], 'activity line')}, {_n(d['output_attempts'], 'output attempt')}, "
             f"{_n(d['check_results'], 'check result')}, {_n(d['cooldowns'], 'cooldown')}, "
-            f"{_n(f['removed'], 'session folder')} ({_bytes(f['bytes'])}); "
+            f"{_n(f['removed'], 'session folder')} ({human_bytes(f['bytes'])}); "
             f"kept {_n(k['events'], 'event')} and {_memories(k['memories'])}")
     if r["space"] and r["space"]["vacuum"]:
-        text += f"; {_bytes(r['space']['bytes_reclaimed'])} returned to the file system"
+        text += f"; {human_bytes(r['space']['bytes_reclaimed'])} returned to the file system"
     return text
 
 
@@ -424,7 +417,7 @@ def describe(r: PruneReport) -> list[str]:
         lines.append(f"  {'would delete' if r['dry_run'] else 'deleted'}: {_n(d['activity'], 'activity line')}, "
                      f"{_n(d['output_attempts'], 'output attempt')}, {_n(d['check_results'], 'check result')}, "
                      f"{_n(d['cooldowns'], 'cooldown')}, {_n(f['removed'], 'session folder')} "
-                     f"({_bytes(f['bytes'])})")
+                     f"({human_bytes(f['bytes'])})")
         lines.append(f"  kept: {_n(k['events'], 'event')} and {_memories(k['memories'])} of these sessions (now "
                      "without their session)")
     if k["old_sessions"]:
@@ -436,11 +429,11 @@ def describe(r: PruneReport) -> list[str]:
     s = r["space"]
     if s is not None:
         if s["vacuum"]:
-            lines.append(f"  space: {_n(s['pages_reclaimed'], 'page')} ({_bytes(s['bytes_reclaimed'])}) returned to the "
-                         f"file system ({s['vacuum']} vacuum); database {_bytes(s['file_bytes_before'])} -> "
-                         f"{_bytes(s['file_bytes_after'])}")
+            lines.append(f"  space: {_n(s['pages_reclaimed'], 'page')} ({human_bytes(s['bytes_reclaimed'])}) returned to the "
+                         f"file system ({s['vacuum']} vacuum); database {human_bytes(s['file_bytes_before'])} -> "
+                         f"{human_bytes(s['file_bytes_after'])}")
         elif s["free_pages"]:
-            lines.append(f"  space: {_n(s['free_pages'], 'free page')} ({_bytes(s['free_pages'] * s['page_size'])}) "
+            lines.append(f"  space: {_n(s['free_pages'], 'free page')} ({human_bytes(s['free_pages'] * s['page_size'])}) "
                          "inside the database")
         if s["note"]:
             lines.append(f"  note: {s['note']}")

@@ -255,3 +255,16 @@ async def test_session_checks_and_cooldowns_keep_routing_order(db):
     assert [c["name"] for c in await findings.session_checks(db, pk)] == ["zeta", "alpha", "mid"]
     assert [c["name"] for c in await findings.session_checks(db, pk, fresh=True)] == ["zeta", "alpha", "mid"]
     assert [c["service"] for c in await findings.session_cooldowns(db, pk)] == ["zeta", "alpha"]
+
+
+async def test_deleting_a_session_drops_its_events_but_a_pruned_one_keeps_them(db):
+    """delete_session replaces a half-done ingest: its events go with it. A prune deletes the row
+    only (migration 0004, ON DELETE SET NULL): the events stay, without a session (issue #10)."""
+    replaced, pruned = await session(db), await session(db)
+    await add_events(db, replaced, ("warning", None, "nginx", "slow"))
+    await add_events(db, pruned, ("critical", None, "db", "down"))
+    await sessions.delete_session(db, replaced)
+    async with db.write() as conn:
+        await conn.execute("DELETE FROM sessions WHERE id = ?", (pruned,))
+    left = await findings.list_events(db)
+    assert [(e["message"], e["session_pk"]) for e in left] == [("down", None)]

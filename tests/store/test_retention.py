@@ -139,7 +139,8 @@ async def test_migration_keeps_every_event_and_makes_the_session_reference_nulla
         # an old file keeps auto_vacuum NONE (only VACUUM can change it); the report says so
         assert (await retention.space_info(db)).auto_vacuum == "none"
 
-        await sessions.delete_session(db, 7)
+        async with db.write() as conn:  # what a prune does (delete_session also drops the events)
+            await conn.execute("DELETE FROM sessions WHERE id = 7")
         kept = await findings.list_events(db)
         assert [(e["id"], e["session_pk"], e["session_id"], e["tier"]) for e in kept] == [
             (9, None, None, None), (3, None, None, None)]
@@ -153,7 +154,7 @@ async def test_a_new_database_gives_space_back_incrementally(db):
 async def test_event_readers_show_events_whose_session_was_pruned(db):
     gone = await make_session(db, days=40)
     kept = await make_session(db, days=1)
-    await sessions.delete_session(db, gone)
+    await retention.delete_sessions(db, [[gone]], ago(30))
     rows = await findings.list_events(db)
     assert [(e["session_pk"], e["session_id"]) for e in rows] == [(kept, None), (None, None)]
     assert [e["session_pk"] for e in await findings.recent_alerts(db)] == [kept, None]
