@@ -31,7 +31,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
+from app.engine.retention import prune_daily
 from app.errors import ConfigError
+from app.logs import AccessLog
 from app.output.validate import OutputValidator
 from app.redact import install_log_redaction, redactor_for
 from app.store import dashboard
@@ -156,8 +158,6 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
-        from app.engine.retention import prune_daily  # imported here: this edit stays inside the lifespan
-
         pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
         try:
             yield
@@ -203,8 +203,6 @@ def serve(settings: Settings, host: str, port: int) -> None:
     query strings, no line twice).
     """
     import uvicorn
-
-    from app.logs import AccessLog
 
     token = settings.resolved_token()
     if token is None and not is_loopback(host):
