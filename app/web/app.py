@@ -159,6 +159,9 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
         pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
+        log.info("serving state %s (database %s); scheduled cycles %s; retention %s", settings.state_dir,
+                 settings.db_path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
+                 f"{settings.retention_days} days" if settings.retention_days else "off")
         try:
             yield
         finally:
