@@ -95,6 +95,12 @@ class Settings(BaseSettings):
         0.3, ge=0, le=1,
         description="When a memory is repeated, this share of the gap to 1.0 is added to its confidence.",
     )
+    memory_half_life_days: float = Field(
+        30.0, ge=0, description="A memory's confidence halves every this many days since it was last seen or "
+        "reinforced (0 = no decay).")
+    memory_floor: float = Field(
+        0.3, ge=0, le=1, description="A memory whose decayed confidence falls below this is marked stale and no "
+        "longer given to the tiers (still listed, and revived when seen again).")
     # -- supervisor (issue #3) ---------------------------------------------------------------
     claude_bin: str = Field("claude", description="The Claude Code CLI: a path, or a name looked up on PATH.")
     child_env_allow: str = Field(
@@ -122,6 +128,12 @@ class Settings(BaseSettings):
         description="Resumes of the same session asking again for valid structured output before falling back "
         "to markers/handoff.json.",
     )
+    output_mode: Literal["native", "prompted"] = Field(
+        "native", description="How output is enforced unless a run says otherwise: native (--json-schema, the CLI's "
+        "StructuredOutput tool) or prompted (the schema in the prompt, JSON parsed from the final text).")
+    schema_max_bytes: int = Field(
+        65536, ge=1024, description="Largest output schema accepted (canonical JSON bytes); the schema travels on the "
+        "CLI's command line and in every prompt of prompted mode.")
     memory_prompt_budget: int = Field(
         4000, ge=0, description="Characters of memories given to each tier in the appended system prompt."
     )

@@ -198,4 +198,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX memories_reinforced_by ON memories (reinforced_by_session)
         """,
     ),
+    (
+        "0005_output_contracts",
+        """
+        -- Output contracts (issue #11): a registry of named, immutable JSON Schemas, and what each
+        -- session was asked for. A session keeps its exact schema even after the name is deleted.
+        CREATE TABLE schemas (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            description TEXT,
+            body TEXT NOT NULL,                     -- the schema, canonical JSON (sorted keys, no spaces)
+            sha256 TEXT NOT NULL,                   -- of body
+            created_at TEXT NOT NULL
+        );
+        ALTER TABLE sessions ADD COLUMN schema_source TEXT;   -- inline | named | default (NULL: none)
+        ALTER TABLE sessions ADD COLUMN schema_name TEXT;     -- the registry name, when named
+        ALTER TABLE sessions ADD COLUMN schema_sha256 TEXT;   -- of the canonical schema it ran with
+        ALTER TABLE sessions ADD COLUMN output_schema TEXT;   -- that schema, canonical JSON
+        ALTER TABLE sessions ADD COLUMN output_mode TEXT;     -- native | prompted
+        ALTER TABLE sessions ADD COLUMN output_via TEXT;      -- tool | extracted | prompted: how valid output came
+        ALTER TABLE sessions ADD COLUMN result_data TEXT;     -- validated output of a schema other than agent-response
+        ALTER TABLE output_attempts ADD COLUMN origin TEXT    -- tool | cli_rejected | extracted | prompted
+        """,
+    ),
 ]
