@@ -218,7 +218,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN output_mode TEXT;     -- native | prompted
         ALTER TABLE sessions ADD COLUMN output_via TEXT;      -- tool | extracted | prompted: how valid output came
         ALTER TABLE sessions ADD COLUMN result_data TEXT;     -- validated output of a schema other than agent-response
-        ALTER TABLE output_attempts ADD COLUMN origin TEXT    -- tool | cli_rejected | extracted | prompted
+        -- origin: tool | cli_rejected | extracted | prompted (a comment after the last statement would
+        -- end up inside the stored table definition)
+        ALTER TABLE output_attempts ADD COLUMN origin TEXT
         """,
     ),
 ]
