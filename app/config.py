@@ -130,7 +130,7 @@ class Settings(BaseSettings):
     )
     output_mode: Literal["native", "prompted"] = Field(
         "native", description="How output is enforced unless a run says otherwise: native (--json-schema, the CLI's "
-        "StructuredOutput tool) or prompted (the schema in the prompt, JSON parsed from the final text).")
+        "StructuredOutput tool) or prompted (the schema in the prompt, JSON read from the final text).")
     schema_max_bytes: int = Field(
         65536, ge=1024, description="Largest output schema accepted (canonical JSON bytes); the schema travels on the "
         "CLI's command line and in every prompt of prompted mode.")

@@ -10,6 +10,15 @@ if [ ! -d "$src/claude-code" ]; then
     exit 2
 fi
 mkdir -p tests/fixtures
-rsync -a --delete "$src/claude-code/" tests/fixtures/claude-code/ 2>/dev/null \
-    || { rm -rf tests/fixtures/claude-code && cp -r "$src/claude-code" tests/fixtures/claude-code; }
+# schema-rules/ is ours (scripts/capture-schema-rules.py), not a shared capture: kept as is.
+if command -v rsync >/dev/null 2>&1; then
+    rsync -a --delete --exclude 'schema-rules/' "$src/claude-code/" tests/fixtures/claude-code/
+else
+    for dir in "$src"/claude-code/*/; do
+        version=$(basename "$dir")
+        mkdir -p "tests/fixtures/claude-code/$version"
+        find "tests/fixtures/claude-code/$version" -mindepth 1 -maxdepth 1 ! -name schema-rules -exec rm -rf {} +
+        cp -r "$dir". "tests/fixtures/claude-code/$version/"
+    done
+fi
 echo "tests/fixtures/claude-code now mirrors $src/claude-code ($(find tests/fixtures/claude-code -name stdout.jsonl | wc -l) captures)"

@@ -20,7 +20,7 @@ from tests.fakes.claude_control import FIXTURES, FakeClaude
 
 # --- the real CLI captures (tests/fixtures via claude_control.FIXTURES) -----------------------
 
-SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) if FIXTURES.is_dir() else []
+SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "stdout.jsonl").is_file()) if FIXTURES.is_dir() else []
 
 
 def fixture_stream(name: str) -> Path:

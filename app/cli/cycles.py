@@ -23,7 +23,9 @@ from app.cli.base import (
     state_options,
 )
 from app.cli.base import run_async as _run
+from app.cli.schemas import read_schema_file
 from app.config import Settings
+from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.errors import TierOpsError
 from app.output.validate import OutputValidator
 from app.store.rows import ChainLink
@@ -62,7 +64,16 @@ def _render_chain(chain: list[ChainLink]) -> str:
 @click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER), default=MIN_TIER, show_default=True,
               help="Tier to start the chain at.")
 @click.option("--prompt", "prompt", help="Extra operator request appended to the tier prompt.")
-def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str | None) -> None:
+@click.option("--schema", "schema_file", metavar="FILE",
+              help="A JSON Schema the first session's output must follow (wins over --schema-name).")
+@click.option("--schema-name", metavar="NAME", help="A stored schema (`tierops schemas list`) for the first session.")
+@click.option("--output-mode", type=click.Choice(("native", "prompted")), default=None,
+              help="native: --json-schema and the CLI's StructuredOutput tool; prompted: the schema in the "
+                   "prompt, JSON read from the final text (default: $TIEROPS_OUTPUT_MODE).")
+@click.option("--max-retries", type=click.IntRange(0, 10), default=None,
+              help="Resumes asking again for valid output (default: $TIEROPS_OUTPUT_MAX_RETRIES).")
+def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str | None, schema_file: str | None,
+        schema_name: str | None, output_mode: str | None, max_retries: int | None) -> None:
     """Run one escalation chain now and print it. Refused at once while another cycle runs."""
     from app.supervisor.scheduler import Supervisor
 
@@ -74,10 +85,20 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str 
     except TierOpsError as exc:
         fail(str(exc))
 
+    inline = read_schema_file(schema_file) if schema_file else None
+    if inline is not None:  # refused before anything is created (issue #11 preflight)
+        try:
+            check_schema(inline, settings, what=str(schema_file))
+        except ContractError as exc:
+            fail(str(exc))
+
     async def go() -> list[ChainLink]:
         async with await open_store(settings) as store:
+            spec = await resolve_spec(store, validator, settings, inline=inline, name=schema_name,
+                                      mode="prompted" if output_mode == "prompted" else
+                                      "native" if output_mode == "native" else None, max_retries=max_retries)
             return await Supervisor(store, settings, validator).run_cycle(tier=tier, prompt=prompt,
-                                                                          trigger=Trigger.MANUAL)
+                                                                          trigger=Trigger.MANUAL, spec=spec)
 
     chain = _run(go, stoppable=True)
     if as_json:

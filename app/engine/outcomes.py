@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.clock import utcnow
+from app.output.extract import extract_json
 from app.output.outcome import RunStatus, decide_status
 from app.output.validate import OutputValidator, ValidationIssue, ValidationResult
 from app.store.attempts import AttemptRecord
@@ -24,6 +25,7 @@ from app.vocab import SessionStatus
 
 NO_OUTPUT = ("no structured_output in the result: the model never called the StructuredOutput tool"
              " (or the CLI ran without --json-schema)")
+NO_JSON_ANSWER = "no JSON answer in the final text"
 
 
 @dataclass
@@ -44,6 +46,7 @@ class AttemptOutcome:
     has_output: bool
     output: Any = None
     validation: ValidationResult | None = None
+    via: str = "tool"  # tool | extracted | prompted: where the output came from (issue #11)
 
     @property
     def output_ok(self) -> bool:
@@ -60,17 +63,31 @@ class AttemptOutcome:
             attempt=self.attempt, kind=self.kind, result_subtype=r.subtype if r else None,
             is_error=r.is_error if r else None, has_output=self.has_output, output=self.output,
             valid=None if self.validation is None else self.validation.valid,
-            errors=None if self.validation is None else self.validation.errors_as_dicts())
+            errors=None if self.validation is None else self.validation.errors_as_dicts(),
+            origin=self.via if (self.has_output or self.output is not None) else None)
 
 
 def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | None,
-                   validator: OutputValidator) -> AttemptOutcome:
-    """The attempt's status from its last result line, and TierOps' verdict on its output."""
+                   validator: OutputValidator, mode: str = "native") -> AttemptOutcome:
+    """The attempt's status from its last result line, and TierOps' verdict on its output.
+
+    ``mode`` (issue #11): ``native`` takes the StructuredOutput tool's output; when a completed
+    run has none, a JSON answer in the final text that validates is taken instead (``via``
+    ``extracted``; the session is degraded) before a resume is spent. ``prompted`` takes the JSON
+    in the final text (:func:`app.output.extract.extract_json`), the only place it can be."""
     run = decide_status(rec.result, exit_code, rec.last_retry)
     result = rec.result
     output: Any = None
     validation: ValidationResult | None = None
     has_output = result is not None and result.has_structured_output
+    if mode == "prompted":
+        if result is not None and run.status == SessionStatus.COMPLETED:
+            found = extract_json(result.result_text or "")
+            if found.ok:
+                output = json_safe(found.value)
+                return AttemptOutcome(attempt, kind, run, result, True, output, validator.validate(output), "prompted")
+            validation = ValidationResult(False, [ValidationIssue("$", f"{NO_JSON_ANSWER}: {found.error}")])
+        return AttemptOutcome(attempt, kind, run, result, False, None, validation, "prompted")
     if result is not None and has_output:
         output = result.structured_output  # json_safe already
         validation = validator.validate(output)
@@ -80,6 +97,11 @@ def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | Non
         output = json_safe(rec.structured_calls[-1])
         validation = validator.validate(output)
     elif run.status == SessionStatus.COMPLETED:
+        if result is not None and (found := extract_json(result.result_text or "")).ok:
+            text_output = json_safe(found.value)
+            verdict = validator.validate(text_output)
+            if verdict.valid:  # a valid answer given as text, not through the tool
+                return AttemptOutcome(attempt, kind, run, result, True, text_output, verdict, "extracted")
         validation = ValidationResult(False, [ValidationIssue("$", NO_OUTPUT)])
     return AttemptOutcome(attempt, kind, run, result, has_output, output, validation)
 
@@ -130,6 +152,7 @@ class SessionFacts:
     notes: list[str]
     exit_code: int | None
     stderr_tail: str | None
+    cli_rejections: int = 0  # StructuredOutput calls the CLI itself refused: attempts too (issue #11)
 
 
 def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: str | None = None,
@@ -145,7 +168,7 @@ def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: st
     res = last.result
     return SessionSummary(
         status=final_status, status_reason=final_reason,
-        degraded=final_status == SessionStatus.COMPLETED and accepted is None,
+        degraded=final_status == SessionStatus.COMPLETED and (accepted is None or accepted.via == "extracted"),
         exit_code=facts.exit_code, ended_at=utcnow(),
         duration_ms=sums["duration_ms"], duration_api_ms=sums["duration_api_ms"], cost_usd=sums["cost_usd"],
         input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"],
@@ -160,9 +183,9 @@ def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: st
         validation_errors=None if shown.validation is None else shown.validation.errors_as_dicts(),
         structured_output=accepted.output if accepted else None,
         invalid_output=shown.output if (shown.output is not None and accepted is None) else None,
-        attempts=len(outcomes), handoff_raw=facts.handoff_raw, notes=facts.notes,
+        attempts=len(outcomes) + facts.cli_rejections, handoff_raw=facts.handoff_raw, notes=facts.notes,
         stderr_tail=facts.stderr_tail, line_count=facts.line_count, cli_model=_text_or_none(facts.cli_model),
-        cwd=_text_or_none(facts.cwd),
+        cwd=_text_or_none(facts.cwd), output_via=accepted.via if accepted else None,
     )
 
 

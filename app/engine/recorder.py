@@ -32,6 +32,7 @@ Deliberate choices:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -53,11 +54,13 @@ from app.errors import StorageUnavailable
 from app.logs import oneline
 from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
+from app.output.rejections import CliRejection, RejectionTracker
 from app.output.route import Routed, from_fallback, from_output
 from app.output.validate import OutputValidator
 from app.redact import redactor_for
 from app.store import activity, attempts, sessions
 from app.store.activity import LineTuple
+from app.store.attempts import AttemptRecord
 from app.store.db import Database, is_transient
 from app.store.rows import ActivityRow
 from app.store.sessions import SessionIdentity
@@ -93,12 +96,18 @@ class RecorderOptions:
     redact: Callable[[str], str] | None = None
     storage_retry_limit: float = 180.0  # seconds of failing writes before StorageUnavailable
     buffer_limit: int = BUFFER_LIMIT
+    # Issue #11: only the agent-response contract's output becomes events, memories and an
+    # escalation decision; another schema's valid output is stored as the session's result data.
+    route_output: bool = True
+    output_mode: str = "native"  # native | prompted: where an attempt's output is read from
 
     @classmethod
-    def from_settings(cls, settings: Settings, publish: Publisher | None = None) -> RecorderOptions:
+    def from_settings(cls, settings: Settings, publish: Publisher | None = None,
+                      route_output: bool = True, output_mode: str = "native") -> RecorderOptions:
         return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
                    reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings),
-                   storage_retry_limit=settings.storage_retry_limit)
+                   storage_retry_limit=settings.storage_retry_limit, route_output=route_output,
+                   output_mode=output_mode)
 
 
 class SessionRecorder:
@@ -119,6 +128,11 @@ class SessionRecorder:
         self.markers = MarkerSet()
         self.current = Recording()
         self.outcomes: list[AttemptOutcome] = []
+        # Issue #11: the CLI's own rejections of a StructuredOutput call count as attempts too.
+        self._rejections = RejectionTracker()
+        self._run_rejections: list[CliRejection] = []
+        self.cli_rejections = 0
+        self._attempt_no = 0  # output_attempts numbering: every attempt, rejections included
         self._rows: list[LineTuple] = []
         self._bytes = 0
         self._session_id_stored = False
@@ -169,6 +183,7 @@ class SessionRecorder:
         self.seq += 1
         self.line_count += 1
         self._observe(parsed)
+        self._run_rejections.extend(self._rejections.feed(parsed, self.seq))
         self._rows.append((self.session_pk, self.seq, self.attempt, self._clock.now(), parsed.type,
                            parsed.subtype, parsed.display(), parsed.raw))
         self._bytes += len(parsed.raw)
@@ -293,12 +308,29 @@ class SessionRecorder:
     async def end_attempt(self, exit_code: int | None = None) -> AttemptOutcome:
         """Decide this attempt's status, validate its output, store the attempt. Routes nothing."""
         await self.flush(wait=True)
-        outcome = decide_attempt(self.attempt, self.attempt_kind, self.current, exit_code, self.validator)
+        outcome = decide_attempt(self.attempt, self.attempt_kind, self.current, exit_code, self.validator,
+                                 self.options.output_mode)
         self.outcomes.append(outcome)
-        record = outcome.record()
-        await self._stored(lambda: attempts.save_attempt(self.db, self.session_pk, record),
-                           f"attempt {outcome.attempt}")
+        records = [self._rejection_record(r) for r in self._run_rejections]
+        self.cli_rejections += len(records)
+        self._run_rejections = []
+        self._attempt_no += 1
+        records.append(dataclasses.replace(outcome.record(), attempt=self._attempt_no, run=self.attempt))
+
+        async def save() -> None:
+            for record in records:
+                await attempts.save_attempt(self.db, self.session_pk, record)
+
+        await self._stored(save, f"attempt {outcome.attempt}")
         return outcome
+
+    def _rejection_record(self, rejection: CliRejection) -> AttemptRecord:
+        """A StructuredOutput call the CLI itself refused (its schema check, or the tool missing)."""
+        self._attempt_no += 1
+        errors = rejection.errors or [{"path": "$", "message": rejection.error_text}]
+        return AttemptRecord(attempt=self._attempt_no, kind=self.attempt_kind, result_subtype=None, is_error=None,
+                             has_output=rejection.input is not None, output=rejection.input, valid=False,
+                             errors=errors, origin="cli_rejected", run=self.attempt)
 
     async def finalize(self, *, status: str | None = None, reason: str | None = None,
                        exit_code: int | None = None, stderr_tail: str | None = None) -> SessionReport:
@@ -334,7 +366,9 @@ class SessionRecorder:
         notes: list[str] = [reason] if safe and reason else []
         routed: Routed
         handoff_raw: str | None = None
-        if accepted is not None:
+        if accepted is not None and not self.options.route_output:
+            routed = Routed(source="structured_output")  # result data only (issue #11)
+        elif accepted is not None:
             routed, unused = from_output(accepted.output)
             notes.extend(unused)
         elif safe:
@@ -350,7 +384,7 @@ class SessionRecorder:
                 notes.append(problem)
             routed = from_fallback(self.markers, handoff)
             handoff_raw = handoff.raw if handoff else None
-        facts = SessionFacts(line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
+        facts = SessionFacts(cli_rejections=self.cli_rejections, line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
                              handoff_raw=handoff_raw, notes=notes, exit_code=exit_code, stderr_tail=stderr_tail)
         summary = (summarize(self.outcomes, facts, status=status, reason=reason) if self.outcomes
                    else bare_summary(facts, status or SessionStatus.FAILED, reason))

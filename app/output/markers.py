@@ -6,17 +6,34 @@ Formats (from the Go tool TierOps replaces)::
     [MEMORY:category[:service]] observation
     [COOLDOWN:restart|redeployment:service] success|failure — note
 
+What is kept from the Go original (issue #11, "the legacy path, faithful"):
+
+* **Levels** are the Go original's, case-insensitive: ``info``; ``warning``/``warn`` → warning;
+  ``error``/``fatal``/``critical`` → critical. These are stored without a flag, as the Go tool
+  stored them. Any other level (``urgent``, ``P1``, ``sev-2``) is *kept as written* in
+  ``original_level`` — that column being set is the flag ("this level was not recognised") — and
+  stored as ``warning``, because ``events.level`` only holds info/warning/critical and an
+  unrecognised level must neither be dropped nor silently promoted to a page-the-human critical.
+* **Names** run to the closing bracket, as in the Go original: a service may contain hyphens,
+  dots, spaces, slashes, ``@`` and colons (``[EVENT:critical:payments api v2]``,
+  ``[COOLDOWN:restart:web-1.example.com:8080]``); only ``[``, ``]`` and line breaks end it. A
+  memory's category is everything before the next colon (spaces allowed too). Whitespace runs
+  are collapsed and the ends stripped, so ``payments  api`` and ``payments api`` are one service.
+  The level may be written with spaces around it (``[EVENT: error :db]``).
+* **A marker repeated later in the same session is one finding.** Models restate their findings
+  (the CLI's "call StructuredOutput now" nudge makes them repeat the last message, see the
+  ``d_text_only`` capture), and the Go tool kept one event per distinct marker. The key is the
+  content as stored: an event's (level, service, message), a memory's (category, service,
+  value), a cooldown's (action, service, outcome, note), with whitespace collapsed; the first
+  occurrence is kept, in order.
+
 Deliberate divergences from the original:
 
-* Service names may contain dots, dashes, slashes and ``@`` (``api.payments-v2``,
-  ``nginx@web-1``); the Go regex silently dropped dotted names.
-* An unknown level is kept as ``warning`` with the original level recorded — never silently
-  rewritten and never dropped.
 * Markers inside fenced code blocks (```` ``` ```` / ``~~~``) and inline code spans are examples,
   not findings, and are skipped. Tool results are never scanned (the caller passes only
   assistant text blocks).
 
-Extraction is incremental (one text block at a time) so memory grows with the number of
+Extraction is incremental (one text block at a time) so memory grows with the number of distinct
 markers, not with the length of the transcript.
 """
 
@@ -26,18 +43,42 @@ import re
 from dataclasses import dataclass, field
 
 KNOWN_LEVELS = ("info", "warning", "critical")
-_SERVICE = r"[A-Za-z0-9_.@/\-]+"
-_EVENT = re.compile(rf"\[EVENT:(?P<level>[A-Za-z]+)(?::(?P<service>{_SERVICE}))?\]\s*(?P<msg>.*)")
-_MEMORY = re.compile(rf"\[MEMORY:(?P<category>[A-Za-z0-9_.\-]+)(?::(?P<service>{_SERVICE}))?\]\s*(?P<msg>.*)")
+# The Go original's levels and their TierOps severity (issue #11). Anything else is "unknown".
+GO_LEVELS = {
+    "info": "info",
+    "warning": "warning",
+    "warn": "warning",
+    "error": "critical",
+    "fatal": "critical",
+    "critical": "critical",
+}
+UNKNOWN_LEVEL = "warning"  # where an unrecognised level is stored; original_level keeps the text
+
+# Up to the closing bracket (issue #11): anything but brackets and line breaks.
+_NAME = r"[^\[\]\r\n]+"
+_EVENT = re.compile(rf"\[EVENT:\s*(?P<level>[^:\[\]\s]+)\s*(?::(?P<service>{_NAME}))?\]\s*(?P<msg>.*)")
+_MEMORY = re.compile(rf"\[MEMORY:(?P<category>[^:\[\]\r\n]+)(?::(?P<service>{_NAME}))?\]\s*(?P<msg>.*)")
 _COOLDOWN = re.compile(
-    rf"\[COOLDOWN:(?P<action>restart|redeployment):(?P<service>{_SERVICE})\]\s*"
+    rf"\[COOLDOWN:(?P<action>restart|redeployment):(?P<service>{_NAME})\]\s*"
     r"(?P<outcome>success|failure)\b\s*(?:[—–:-]+\s*)?(?P<note>.*)",  # noqa: RUF001 (the en dash is one of the separators)
     re.IGNORECASE,
 )
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _INLINE_CODE = re.compile(r"`+[^`]*`+")
+_MARKER_START = re.compile(r"\[(?:EVENT|MEMORY|COOLDOWN):")
 # A next marker on the same line ends the current one's message.
 _NEXT_MARKER = re.compile(r"\s*\[(?:EVENT|MEMORY|COOLDOWN):")
+
+
+def _name(text: str | None) -> str | None:
+    """A service or category as stored: whitespace collapsed, None when blank."""
+    if text is None:
+        return None
+    return " ".join(text.split()) or None
+
+
+def _key_text(text: str) -> str:
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -45,7 +86,7 @@ class MarkerEvent:
     level: str
     service: str | None
     message: str
-    original_level: str | None = None  # set when the marker's level was not a known one
+    original_level: str | None = None  # set (as written) only when the level was not a Go level
 
 
 @dataclass(frozen=True)
@@ -63,11 +104,20 @@ class MarkerCooldown:
     note: str
 
 
+def map_level(written: str) -> tuple[str, str | None]:
+    """``(stored level, original_level)`` for a marker's level: a Go level maps without a flag,
+    anything else is stored as :data:`UNKNOWN_LEVEL` with the level kept as written."""
+    known = GO_LEVELS.get(written.lower())
+    return (known, None) if known else (UNKNOWN_LEVEL, written)
+
+
 @dataclass
 class MarkerSet:
     events: list[MarkerEvent] = field(default_factory=list)
     memories: list[MarkerMemory] = field(default_factory=list)
     cooldowns: list[MarkerCooldown] = field(default_factory=list)
+    # Content keys already taken (issue #11: a marker repeated later in the session is one finding).
+    _seen: set[tuple[str, ...]] = field(default_factory=set, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.events or self.memories or self.cooldowns)
@@ -90,31 +140,43 @@ class MarkerSet:
                 continue
             self._scan_line(_INLINE_CODE.sub("", line))
 
+    def _first(self, key: tuple[str, ...]) -> bool:
+        """True the first time ``key`` is met in this session."""
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
     def _scan_line(self, line: str) -> None:
-        for start in [m.start() for m in re.finditer(r"\[(?:EVENT|MEMORY|COOLDOWN):", line)]:
+        for start in [m.start() for m in _MARKER_START.finditer(line)]:
             chunk = line[start:]
             nxt = _NEXT_MARKER.search(chunk, 1)
             if nxt:
                 chunk = chunk[: nxt.start()]
             if m := _EVENT.match(chunk):
-                level = m.group("level")
                 msg = m.group("msg").strip()
                 if not msg:
                     continue
-                norm = level.lower()
-                if norm in KNOWN_LEVELS:
-                    self.events.append(MarkerEvent(norm, m.group("service"), msg))
-                else:
-                    self.events.append(MarkerEvent("warning", m.group("service"), msg, original_level=level))
+                level, original = map_level(m.group("level"))
+                service = _name(m.group("service"))
+                if self._first(("event", level, service or "", _key_text(msg))):
+                    self.events.append(MarkerEvent(level, service, msg, original_level=original))
             elif m := _MEMORY.match(chunk):
                 value = m.group("msg").strip()
-                if value:
-                    self.memories.append(MarkerMemory(m.group("category"), m.group("service"), value))
+                category = _name(m.group("category"))
+                if not value or category is None:
+                    continue
+                service = _name(m.group("service"))
+                if self._first(("memory", category, service or "", _key_text(value))):
+                    self.memories.append(MarkerMemory(category, service, value))
             elif m := _COOLDOWN.match(chunk):
-                self.cooldowns.append(
-                    MarkerCooldown(m.group("action").lower(), m.group("service"),
-                                   m.group("outcome").lower(), m.group("note").strip())
-                )
+                service = _name(m.group("service"))
+                if service is None:
+                    continue
+                cooldown = MarkerCooldown(m.group("action").lower(), service, m.group("outcome").lower(),
+                                          m.group("note").strip())
+                if self._first(("cooldown", cooldown.action, service, cooldown.outcome, _key_text(cooldown.note))):
+                    self.cooldowns.append(cooldown)
 
 
 def parse_markers(text: str) -> MarkerSet:

@@ -8,7 +8,8 @@ writes it, in the session's final transaction.
 Memory keys: ``service:category`` → (service, category); a plain key is a category with no
 service. A memory is the same memory when service, category and value match (whitespace
 collapsed); repeating it reinforces its confidence instead of adding a row. Operators'
-deactivations are left alone.
+deactivations are left alone. Decay, staleness and contradiction (a new value for the same
+service and category) are the memory lifecycle of ``app/store/memories.py`` (issue #11).
 """
 
 from __future__ import annotations
@@ -59,7 +60,22 @@ def from_structured(resp: AgentResponse) -> Routed:
     )
 
 
+def handoff_context(handoff: Handoff) -> str | None:
+    """The escalation context of a ``handoff.json``: its own context, then what the Go original's
+    shape says beyond TierOps' fields (issue #11) — the recommended tier and the services
+    affected — so the next tier is told them (``app/supervisor/context.py`` shows the context)."""
+    parts = [handoff.context] if handoff.context else []
+    if handoff.recommended_tier is not None:
+        parts.append(f"Recommended tier: {handoff.recommended_tier}")
+    if handoff.services:
+        parts.append("Services affected: " + ", ".join(handoff.services))
+    return "\n".join(parts) or None
+
+
 def from_fallback(markers: MarkerSet, handoff: Handoff | None) -> Routed:
+    """The legacy path: markers give events, memories and cooldowns (each distinct marker once,
+    ``app/output/markers.py``); ``handoff.json`` gives the escalation and, in the Go original's
+    shape, the service checks (its ``check_results``)."""
     source = "markers" if markers else ("handoff" if handoff else "none")
     routed = Routed(
         source=source,
@@ -71,9 +87,10 @@ def from_fallback(markers: MarkerSet, handoff: Handoff | None) -> Routed:
         routed.escalation = {
             "needed": handoff.needed,
             "reason": handoff.reason,
-            "context": handoff.context,
+            "context": handoff_context(handoff),
             "failed_checks": handoff.failed_checks,
         }
+        routed.checks = list(handoff.checks)
     return routed
 
 

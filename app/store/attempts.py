@@ -24,6 +24,8 @@ class AttemptRecord:
     output: Any  # None: no output at all
     valid: bool | None
     errors: list[dict[str, str]] | None
+    origin: str | None = None  # tool | cli_rejected | extracted | prompted (issue #11)
+    run: int | None = None  # the CLI run it belongs to (None: the attempt number, one attempt per run)
 
 
 async def save_attempt(db: Database, session_pk: int, rec: AttemptRecord) -> None:
@@ -31,18 +33,19 @@ async def save_attempt(db: Database, session_pk: int, rec: AttemptRecord) -> Non
         await conn.execute(
             """INSERT OR REPLACE INTO output_attempts
                    (session_pk, attempt, kind, result_subtype, is_error, has_output, output, valid, errors,
-                    created_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    created_at, origin, run)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (session_pk, rec.attempt, rec.kind, rec.result_subtype,
              None if rec.is_error is None else int(rec.is_error), int(rec.has_output),
              dumps(db.redact.deep(rec.output)) if rec.output is not None else None,
              None if rec.valid is None else int(rec.valid),
-             None if rec.errors is None else dumps(db.redact.deep(rec.errors)), utcnow()))
+             None if rec.errors is None else dumps(db.redact.deep(rec.errors)), utcnow(), rec.origin,
+             rec.run if rec.run is not None else rec.attempt))
 
 
 async def list_attempts(db: Database, session_pk: int, *, with_output: bool = False) -> list[AttemptRow]:
     """The session's attempts in order; ``errors`` decoded (``[]`` when none), ``output`` only if asked."""
-    cols = "attempt, kind, result_subtype, is_error, has_output, valid, errors, created_at"
+    cols = "attempt, run, kind, origin, result_subtype, is_error, has_output, valid, errors, created_at"
     if with_output:
         cols += ", output"
     rows: list[AttemptRow] = decode_all(await db.fetchall(

@@ -4,7 +4,8 @@
 Routing decides *what* to store (``app/output/route.py``: structured output wins, markers and
 ``handoff.json`` are the fallback); this module writes it, inside the caller's transaction
 (:func:`app.store.sessions.finish_session`), so a session's findings appear all at once.
-Memory identity and reinforcement are described in ``app/output/route.py``.
+Memory identity and reinforcement are described in ``app/output/route.py``; what a session's
+memories do to the stored ones (reinforce, revive, replace) in ``app/store/memories.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import aiosqlite
 
 from app.output.route import Routed
 from app.redact import Redactor
+from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
@@ -48,18 +50,8 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(session_pk, lvl, orig, svc, msg, routed.source, now) for lvl, orig, svc, msg in routed.events],
         )
-    for service, category, value in routed.memories:
-        await conn.execute(
-            """INSERT INTO memories (service, category, value, confidence, created_at, updated_at,
-                                     created_by_session, reinforced_by_session)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-               ON CONFLICT (ifnull(service, ''), category, value) DO UPDATE SET
-                   confidence = min(1.0, confidence + (1.0 - confidence) * ?),
-                   times_seen = times_seen + 1,
-                   updated_at = excluded.updated_at,
-                   reinforced_by_session = excluded.created_by_session""",
-            (service, category, " ".join(value.split()), initial_confidence, now, now, session_pk, None, reinforce),
-        )
+    if routed.memories:  # created, reinforced, revived and contradicted: the lifecycle of issue #11
+        await memories.teach(conn, session_pk, routed.memories, now, initial_confidence, reinforce)
     if routed.checks:
         await conn.executemany(
             "INSERT INTO check_results (session_pk, name, status, detail, created_at) VALUES (?, ?, ?, ?, ?)",

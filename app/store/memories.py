@@ -1,23 +1,82 @@
-"""The ``memories`` table: what the agent remembers, and the operator's edits of it.
+"""The ``memories`` table: what the agent remembers, how a memory lives and fades, and the
+operator's edits of it.
 
-Sessions teach memories through routing (:func:`app.store.findings.write_routed`); this module
-is the operator's side (create, edit, deactivate, delete) and the reads. A created memory has no
-provenance session; an edit keeps the provenance it had.
+Sessions teach memories through routing (:func:`app.store.findings.write_routed` calls
+:func:`teach`); the operator creates, edits, deactivates and deletes them; the tiers are given
+the most relevant ones (:func:`prompt_memories`, ``app/supervisor/context.py``). A created memory
+has no provenance session; an edit keeps the provenance it had.
+
+The lifecycle (issue #11: the Go original's, and better)
+--------------------------------------------------------
+
+* **Identity and reinforcement** (unchanged): a memory is (service, category, value), whitespace
+  collapsed. Taught again, its confidence gains ``TIEROPS_MEMORY_REINFORCE`` of the gap to 1.0,
+  ``times_seen`` counts up and ``last_seen_at`` becomes the session's end.
+* **Decay**: the confidence that counts is ``confidence * 0.5 ** (age_days / half_life)``, age
+  since ``last_seen_at`` (``TIEROPS_MEMORY_HALF_LIFE_DAYS``; 0 = no decay). It is computed when
+  read (:meth:`MemoryLifecycle.effective`), never written back: the stored ``confidence`` is the
+  confidence the memory had when last seen, so a reinforcement starts from it — being seen again
+  cancels the decay — and a changed half-life applies at once to every memory.
+* **Stale**: a memory whose decayed confidence is below ``TIEROPS_MEMORY_FLOOR`` is marked
+  ``stale`` by :func:`sweep_stale` (run whenever the tiers' memories are chosen and when the
+  memories page is shown) and is no longer given to the tiers. It stays listed. It is revived
+  when a session teaches it again, or when the operator edits or activates it.
+* **Contradiction**: when a session teaches a value for a (service, category) that has another
+  *active* value, the new memory is created (or reinforced) and the old one is deactivated with
+  ``replaced_by`` pointing at it — kept, not deleted, and shown on the memories page. If the old
+  value is taught again later, it comes back (active, link cleared) and replaces the newer one in
+  turn: the latest session wins. Two rules keep categories that legitimately hold several values
+  from erasing each other:
+
+  1. Values taught *by the same session* for one (service, category) never contradict one
+     another: a report that lists three values meant all three (they replace, together, the
+     older values).
+  2. Categories that collect observations rather than state one current fact never contradict:
+     :data:`ACCUMULATING` (``quirk``, ``pattern``, ``note``, ``incident``, ``root-cause``,
+     ``restart``, ``config-change``, ``runbook``, … compared case-insensitively, ``_``/space as
+     ``-``, a trailing ``s`` ignored). A category like ``port``, ``version``, ``baseline`` or
+     ``disk`` holds one current fact per service; for several facts use several categories
+     (``disk-var``, ``disk-data``).
+
+  Only what sessions teach contradicts: an operator's create or edit never deactivates another
+  memory, and a memory the operator deactivated stays inactive when taught again (it is
+  reinforced, not revived) and is never replaced.
+
+What "and better" than the Go original means here: nothing is lost. A stale memory stays listed
+and comes back when seen; a contradicted one is kept, deactivated, with the link to what replaced
+it, so an operator can see what changed and undo it (activate it again); decay is derived, not
+stored, so it can be tuned without rewriting rows; and the several-values rules above keep one
+report's list, or a log-like category, from erasing itself.
+
+``now`` is a parameter wherever time matters (an ISO 8601 UTC text, as stored), so tests can
+simulate months passing.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, cast
 
+import aiosqlite
+
 from app.clock import utcnow
+from app.config import Settings
 from app.errors import StoreError, TierOpsError
 from app.store.db import Database
-from app.store.rows import MemoryRow, PromptMemory, decode, decode_all, where
+from app.store.rows import MemoryRow, PromptMemory, decode, where
 
 EDITABLE = ("service", "category", "value", "confidence", "active")
 COLUMNS = ("id, service, category, value, confidence, active, times_seen, created_at, updated_at,"
-           " created_by_session, reinforced_by_session")
+           " created_by_session, reinforced_by_session, last_seen_at, stale, replaced_by")
+# Issue #11: categories that collect observations; a new value adds to them, never replaces.
+ACCUMULATING = frozenset({"quirk", "pattern", "note", "observation", "incident", "history", "root-cause", "restart",
+                          "redeployment", "config-change", "change", "runbook", "lesson", "event"})
+_SECONDS_PER_DAY = 86_400.0
 
 
 class MemoryConflict(TierOpsError):
@@ -27,28 +86,162 @@ class MemoryConflict(TierOpsError):
 _CONFLICT = "a memory with this service, category and value already exists"
 
 
+def _category_kind(category: str) -> str:
+    kind = re.sub(r"[\s_]+", "-", category.strip().lower())
+    return kind[:-1] if kind.endswith("s") and not kind.endswith("ss") else kind
+
+
+def accumulates(category: str) -> bool:
+    """True for a category whose values add up instead of contradicting each other."""
+    return _category_kind(category) in ACCUMULATING
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """A stored timestamp as an aware datetime (naive text is UTC); None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class MemoryLifecycle:
+    """Decay and the stale floor (issue #11). The defaults are the settings' defaults."""
+
+    half_life_days: float = cast(float, Settings.model_fields["memory_half_life_days"].default)
+    floor: float = cast(float, Settings.model_fields["memory_floor"].default)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MemoryLifecycle:
+        return cls(half_life_days=settings.memory_half_life_days, floor=settings.memory_floor)
+
+    def effective(self, confidence: float, last_seen_at: str | None, now: str) -> float:
+        """``confidence * 0.5 ** (age_days / half_life)``; no decay without a half-life or a
+        readable ``last_seen_at``, and none for a ``last_seen_at`` in the future."""
+        if self.half_life_days <= 0:
+            return confidence
+        seen, at = parse_time(last_seen_at), parse_time(now)
+        if seen is None or at is None:
+            return confidence
+        age_days = max(0.0, (at - seen).total_seconds() / _SECONDS_PER_DAY)
+        return confidence * math.pow(0.5, age_days / self.half_life_days)
+
+    def below_floor(self, confidence: float, last_seen_at: str | None, now: str) -> bool:
+        return self.effective(confidence, last_seen_at, now) < self.floor
+
+
+def _seen(row: sqlite3.Row | dict[str, Any]) -> str | None:
+    """When a memory was last seen; rows written without the column fall back to their update."""
+    return cast(str | None, row["last_seen_at"] or row["updated_at"])
+
+
+def _memory(row: sqlite3.Row) -> MemoryRow:
+    out = decode(row)
+    out["stale"] = bool(out["stale"])  # a lifecycle flag; rows.BOOL_COLUMNS is shared, kept as is
+    return cast(MemoryRow, out)
+
+
+def effective_confidences(rows: Iterable[MemoryRow], lifecycle: MemoryLifecycle,
+                          now: str | None = None) -> dict[int, float]:
+    """Each row's decayed confidence, by id (what the memories page shows next to the stored one)."""
+    now = now or utcnow()
+    return {r["id"]: lifecycle.effective(r["confidence"], _seen(cast(dict[str, Any], r)), now) for r in rows}
+
+
+# -- what sessions teach ----------------------------------------------------------------------
+
+async def teach(conn: aiosqlite.Connection, session_pk: int, memories: Sequence[tuple[str | None, str, str]],
+                now: str, initial_confidence: float, reinforce: float) -> None:
+    """Create or reinforce what a session taught, and deactivate what it contradicts (see the
+    module docstring). Runs inside the caller's write transaction (the session's final one)."""
+    taught: dict[tuple[str, str], list[int]] = {}
+    for service, category, value in memories:
+        cur = await conn.execute(
+            """INSERT INTO memories (service, category, value, confidence, created_at, updated_at, last_seen_at,
+                                     created_by_session, reinforced_by_session)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)
+               ON CONFLICT (ifnull(service, ''), category, value) DO UPDATE SET
+                   confidence = min(1.0, confidence + (1.0 - confidence) * ?),
+                   times_seen = times_seen + 1,
+                   updated_at = excluded.updated_at,
+                   last_seen_at = max(ifnull(last_seen_at, ''), excluded.last_seen_at),
+                   stale = 0,
+                   active = CASE WHEN replaced_by IS NULL THEN active ELSE 1 END,
+                   replaced_by = NULL,
+                   reinforced_by_session = excluded.created_by_session
+               RETURNING id, active""",
+            (service, category, " ".join(value.split()), initial_confidence, now, now, now, session_pk, reinforce),
+        )
+        row = await cur.fetchone()
+        if row is None:  # an upsert with RETURNING always returns its row
+            continue
+        pk, active = int(row[0]), bool(row[1])
+        key = (service or "", category)
+        same_session = taught.setdefault(key, [])
+        same_session.append(pk)
+        if not active or accumulates(category):
+            continue  # an operator's deactivation contradicts nothing; observations add up
+        marks = ", ".join("?" * len(same_session))
+        await conn.execute(
+            "UPDATE memories SET active = 0, replaced_by = ?, updated_at = ?"  # noqa: S608 (placeholders only)
+            f" WHERE ifnull(service, '') = ? AND category = ? AND active = 1 AND id NOT IN ({marks})",
+            (pk, now, key[0], category, *same_session))
+
+
+# -- the lifecycle sweep ----------------------------------------------------------------------
+
+async def sweep_stale(db: Database, lifecycle: MemoryLifecycle, *, now: str | None = None) -> list[int]:
+    """Mark active memories whose decayed confidence fell below the floor as ``stale``; returns
+    their ids. Reads first and writes only when something is due, re-checking each row so a
+    memory reinforced meanwhile is left alone."""
+    now = now or utcnow()
+    rows = await db.fetchall(
+        "SELECT id, confidence, last_seen_at, updated_at FROM memories WHERE active = 1 AND stale = 0")
+    due = [(r["id"], r["confidence"], _seen(r)) for r in rows if lifecycle.below_floor(r["confidence"], _seen(r), now)]
+    if not due:
+        return []
+    marked: list[int] = []
+    async with db.write() as conn:
+        for pk, confidence, seen in due:
+            cur = await conn.execute(
+                "UPDATE memories SET stale = 1 WHERE id = ? AND active = 1 AND stale = 0 AND confidence = ?"
+                " AND ifnull(last_seen_at, updated_at) IS ?", (pk, confidence, seen))
+            if cur.rowcount == 1:
+                marked.append(pk)
+    return marked
+
+
+# -- the operator's side ----------------------------------------------------------------------
+
 async def create_memory(db: Database, *, category: str, value: str, service: str | None = None,
                         confidence: float = 0.7, active: bool = True) -> MemoryRow:
-    """Create a memory and return it as stored."""
+    """Create a memory and return it as stored (seen now: its decay starts here)."""
     now = utcnow()
     try:
         async with db.write() as conn:
             cur = await conn.execute(
-                "INSERT INTO memories (service, category, value, confidence, active, created_at, updated_at)"  # noqa: S608 (a constant column list)
-                " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING " + COLUMNS,
+                "INSERT INTO memories (service, category, value, confidence, active, created_at, updated_at,"  # noqa: S608 (a constant column list)
+                " last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING " + COLUMNS,
                 (db.redact(service) if service else None, db.redact(category), db.redact(" ".join(value.split())),
-                 confidence, int(active), now, now))
+                 confidence, int(active), now, now, now))
             row = await cur.fetchone()
     except sqlite3.IntegrityError:
         raise MemoryConflict(_CONFLICT) from None
     if row is None:  # RETURNING of a successful INSERT always has a row
         raise StoreError(f"database {db.path}: the created memory was not returned")
-    return cast(MemoryRow, decode(row))
+    return _memory(row)
 
 
 async def update_memory(db: Database, pk: int, changes: dict[str, Any]) -> MemoryRow | None:
     """Apply ``changes`` (keys of :data:`EDITABLE`; others ignored); returns the memory as now
-    stored, or None when there is no memory ``pk``."""
+    stored, or None when there is no memory ``pk``.
+
+    Any edit but a deactivation renews the memory (issue #11): the operator vouches for it, so
+    its decay restarts (``last_seen_at`` = now) and it is no longer stale; an activation also
+    clears the ``replaced_by`` link of a contradicted memory."""
     fields = {k: v for k, v in changes.items() if k in EDITABLE}
     if "value" in fields:
         fields["value"] = db.redact(" ".join(str(fields["value"]).split()))
@@ -60,16 +253,22 @@ async def update_memory(db: Database, pk: int, changes: dict[str, Any]) -> Memor
         fields["active"] = int(bool(fields["active"]))
     if not fields:
         return await get_memory(db, pk, fresh=True)
+    now = utcnow()
     sets = ", ".join(f"{k} = ?" for k in fields)
+    if fields.get("active", 1):  # not a deactivation
+        sets += ", last_seen_at = ?, stale = 0"
+        fields["last_seen_at"] = now
+    if fields.get("active") == 1:
+        sets += ", replaced_by = NULL"
     try:
         async with db.write() as conn:
             cur = await conn.execute(
                 f"UPDATE memories SET {sets}, updated_at = ? WHERE id = ? RETURNING {COLUMNS}",  # noqa: S608 (EDITABLE names)
-                (*fields.values(), utcnow(), pk))
+                (*fields.values(), now, pk))
             row = await cur.fetchone()
     except sqlite3.IntegrityError:
         raise MemoryConflict(_CONFLICT) from None
-    return cast(MemoryRow, decode(row)) if row else None
+    return _memory(row) if row else None
 
 
 async def delete_memory(db: Database, pk: int) -> bool:
@@ -78,32 +277,54 @@ async def delete_memory(db: Database, pk: int) -> bool:
         return cur.rowcount == 1
 
 
+# -- reads ------------------------------------------------------------------------------------
+
 async def get_memory(db: Database, pk: int, *, fresh: bool = False) -> MemoryRow | None:
     row = await db.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (pk,), fresh=fresh)  # noqa: S608
-    return cast(MemoryRow, decode(row)) if row else None
+    return _memory(row) if row else None
 
 
 async def list_memories(db: Database, *, service: str | None = None, category: str | None = None,
-                        active: bool | None = None, limit: int = 200, offset: int = 0) -> list[MemoryRow]:
+                        active: bool | None = None, stale: bool | None = None, limit: int = 200,
+                        offset: int = 0) -> list[MemoryRow]:
     """Memories most recently updated first."""
-    cond, params = where(service=service, category=category, active=active)
+    cond, params = where(service=service, category=category, active=active, stale=stale)
     sql = f"SELECT {COLUMNS} FROM memories{cond} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"  # noqa: S608
-    return decode_all(await db.fetchall(sql, [*params, limit, offset]), MemoryRow)
+    return [_memory(r) for r in await db.fetchall(sql, [*params, limit, offset])]
 
 
 async def session_memories(db: Database, session_pk: int) -> list[MemoryRow]:
     """Memories a session created or last reinforced (the ingest report)."""
-    return decode_all(await db.fetchall(
+    return [_memory(r) for r in await db.fetchall(
         f"SELECT {COLUMNS} FROM memories WHERE created_by_session = ? OR reinforced_by_session = ? ORDER BY id",  # noqa: S608
-        (session_pk, session_pk)), MemoryRow)
+        (session_pk, session_pk))]
 
 
-async def prompt_memories(db: Database, limit: int = 500) -> list[PromptMemory]:
-    """Active memories by confidence, then recency: what a tier's system prompt draws from."""
+async def prompt_memories(db: Database, limit: int = 500, *, lifecycle: MemoryLifecycle | None = None,
+                          now: str | None = None) -> list[PromptMemory]:
+    """Active memories that are not stale, by confidence, then recency: what a tier's system
+    prompt draws from.
+
+    With a ``lifecycle`` the confidence is the decayed one (issue #11), memories below the floor
+    are left out even before a sweep marks them, and the order follows the decayed confidence.
+    Without one, stored confidences are used as they are."""
+    if lifecycle is None:
+        rows = await db.fetchall(
+            "SELECT service, category, value, confidence FROM memories WHERE active = 1 AND stale = 0"
+            " ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT ?", (limit,))
+        return cast(list[PromptMemory], [dict(r) for r in rows])
+    now = now or utcnow()
     rows = await db.fetchall(
-        "SELECT service, category, value, confidence FROM memories WHERE active = 1"
-        " ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT ?", (limit,))
-    return cast(list[PromptMemory], [dict(r) for r in rows])
+        "SELECT service, category, value, confidence, last_seen_at, updated_at FROM memories"
+        " WHERE active = 1 AND stale = 0 ORDER BY confidence DESC, updated_at DESC, id DESC")
+    found: list[PromptMemory] = []
+    for r in rows:
+        confidence = lifecycle.effective(r["confidence"], _seen(r), now)
+        if confidence >= lifecycle.floor:
+            found.append({"service": r["service"], "category": r["category"], "value": r["value"],
+                          "confidence": confidence})
+    found.sort(key=lambda m: -m["confidence"])  # stable: ties keep the recency order
+    return found[:limit]
 
 
 async def memory_services(db: Database, limit: int = 500) -> list[str]:

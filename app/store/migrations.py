@@ -217,10 +217,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN output_schema TEXT;   -- that schema, canonical JSON
         ALTER TABLE sessions ADD COLUMN output_mode TEXT;     -- native | prompted
         ALTER TABLE sessions ADD COLUMN output_via TEXT;      -- tool | extracted | prompted: how valid output came
-        ALTER TABLE sessions ADD COLUMN result_data TEXT;     -- validated output of a schema other than agent-response
-        -- origin: tool | cli_rejected | extracted | prompted (a comment after the last statement would
-        -- end up inside the stored table definition)
+        -- Every attempt counts (issue #11), the CLI's own rejections of a StructuredOutput call
+        -- too: attempt is now the attempt's number in the session, run the CLI run it happened in
+        -- (activity.attempt), where before the two were the same. origin: tool | cli_rejected |
+        -- extracted | prompted.
+        ALTER TABLE output_attempts ADD COLUMN run INTEGER;
+        UPDATE output_attempts SET run = attempt;
         ALTER TABLE output_attempts ADD COLUMN origin TEXT
+        """,
+    ),
+    (
+        "0006_memory_lifecycle",
+        """
+        -- Memory lifecycle (issue #11, app/store/memories.py). last_seen_at: when a session last
+        -- taught or repeated the memory (or an operator renewed it), where its decay starts.
+        -- Existing memories start from their last update.
+        ALTER TABLE memories ADD COLUMN last_seen_at TEXT;
+        UPDATE memories SET last_seen_at = updated_at;
+        -- stale: its decayed confidence fell below TIEROPS_MEMORY_FLOOR, so it is not given to
+        -- the tiers until it is seen again.
+        ALTER TABLE memories ADD COLUMN stale INTEGER NOT NULL DEFAULT 0;
+        -- replaced_by: the memory that contradicted this one (same service and category, another
+        -- value) and deactivated it.
+        ALTER TABLE memories ADD COLUMN replaced_by INTEGER REFERENCES memories(id) ON DELETE SET NULL;
+        -- Deleting a memory looks up the rows it replaced: without this index, a scan per delete.
+        CREATE INDEX memories_replaced_by ON memories (replaced_by)
         """,
     ),
 ]

@@ -13,7 +13,8 @@ import sqlite3
 from typing import Any, TypedDict, cast
 
 JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
-                          "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv"})
+                          "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
+                          "body", "output_schema"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
                           "valid"})
 
@@ -112,6 +113,13 @@ class SessionRow(SessionListRow):
     stream_sha256: str | None
     argv: Any
     system_prompt: str | None
+    # the output contract (issue #11)
+    schema_source: str | None
+    schema_name: str | None
+    schema_sha256: str | None
+    output_schema: Any
+    output_mode: str | None
+    output_via: str | None
 
 
 class ChainLink(TypedDict):
@@ -168,6 +176,8 @@ class TranscriptRow(ActivityRow):
 class AttemptRow(TypedDict):
     attempt: int
     kind: str
+    run: int | None  # the CLI run (activity.attempt) it happened in
+    origin: str | None  # tool | cli_rejected | extracted | prompted (issue #11; NULL before it)
     result_subtype: str | None
     is_error: bool | None
     has_output: bool
@@ -209,6 +219,12 @@ class MemoryRow(TypedDict):
     updated_at: str
     created_by_session: int | None
     reinforced_by_session: int | None
+    # The memory lifecycle (issue #11, app/store/memories.py): when a session last taught or
+    # repeated it (confidence decays from there), whether its decayed confidence fell below the
+    # floor (then it is not given to the tiers), and the memory that contradicted and replaced it.
+    last_seen_at: str | None
+    stale: bool
+    replaced_by: int | None
 
 
 class PromptMemory(TypedDict):
@@ -252,3 +268,15 @@ class StatusCount(TypedDict):
     status: str
     tier: int
     n: int
+
+
+class SchemaRow(TypedDict):
+    """A named output schema in the registry (issue #11); ``body`` is the schema itself."""
+
+    id: int
+    name: str
+    description: str | None
+    body: Any
+    sha256: str
+    created_at: str
+    used_by: int  # sessions that ran with this schema (by hash)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from app.clock import utcnow
 from app.output.route import Routed
@@ -79,6 +79,7 @@ class SessionSummary:
     line_count: int
     cli_model: str | None
     cwd: str | None
+    output_via: str | None = None  # tool | extracted | prompted: how the accepted output came (issue #11)
 
 
 _JSON_FIELDS = ("result_errors", "permission_denials", "model_usage", "validation_errors", "structured_output",
@@ -149,6 +150,16 @@ async def delete_session(db: Database, pk: int) -> None:
         await conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
 
 
+async def set_output_contract(db: Database, pk: int, *, source: str, name: str | None, sha256: str, schema: str,
+                              mode: str) -> None:
+    """The output contract the session runs with (issue #11): where the schema came from, the
+    canonical schema itself (kept even if its registry name is deleted later) and its hash."""
+    async with db.write() as conn:
+        await conn.execute(
+            "UPDATE sessions SET schema_source = ?, schema_name = ?, schema_sha256 = ?, output_schema = ?,"
+            " output_mode = ? WHERE id = ?", (source, name, sha256, schema, mode, pk))
+
+
 async def set_escalated_to(db: Database, parent: int, child: int) -> None:
     async with db.write() as conn:
         await conn.execute("UPDATE sessions SET escalated_to = ? WHERE id = ?", (child, parent))
@@ -209,3 +220,29 @@ async def find_anonymous_stream(db: Database, sha256: str) -> StoredStream | Non
     row = await db.fetchone("SELECT id, stream_sha256, status, trigger FROM sessions"
                             " WHERE stream_sha256 = ? AND session_id IS NULL", (sha256,))
     return StoredStream(**dict(row)) if row else None
+
+
+class StoredOutput(TypedDict):
+    """What a session answered and what it was judged against (``tierops revalidate``, issue #11)."""
+
+    id: int
+    session_id: str | None
+    started_at: str
+    status: str
+    validation_valid: bool | None
+    structured_output: Any
+    invalid_output: str | None  # JSON text, kept verbatim
+    output_schema: Any
+    schema_source: str | None
+    schema_name: str | None
+    schema_sha256: str | None
+
+
+async def stored_outputs(db: Database, *, since: str | None = None, limit: int = 100_000) -> list[StoredOutput]:
+    """Finished sessions that gave an output (valid or not), oldest first, started at or after ``since``."""
+    rows = await db.fetchall(
+        "SELECT id, session_id, started_at, status, validation_valid, structured_output, invalid_output,"
+        " output_schema, schema_source, schema_name, schema_sha256 FROM sessions"
+        " WHERE status != 'running' AND (structured_output IS NOT NULL OR invalid_output IS NOT NULL)"
+        " AND started_at >= ? ORDER BY id LIMIT ?", (since or "", limit))
+    return cast(list[StoredOutput], decode_all(rows, StoredOutput))

@@ -31,8 +31,10 @@ from collections.abc import Callable
 from app.config import Settings
 from app.errors import ConfigError
 from app.logs import oneline
+from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import chains, findings, sessions
+from app.store import memories as memory_store
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
 from app.supervisor.context import handoff_block, memories_block, system_prompt
@@ -61,7 +63,10 @@ class PromptError(ConfigError):
 
 async def run_chain(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, *,
                     start_tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
-                    on_session: Callable[[int, SessionHandle], None] | None = None) -> list[ChainLink]:
+                    on_session: Callable[[int, SessionHandle], None] | None = None,
+                    spec: OutputSpec | None = None) -> list[ChainLink]:
+    """``spec`` is the first session's output contract (issue #11); escalated tiers always use the
+    default agent-response contract, the one that carries an escalation decision."""
     tier = start_tier
     parent: SessionRow | None = None
     chain_id: int | None = None
@@ -70,7 +75,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     while True:
         try:
             result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
-                                       chain_id, on_session)
+                                       chain_id, on_session, spec if parent is None else None)
         except Exception as exc:
             if parent is None:
                 raise
@@ -110,17 +115,20 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
 async def _start_tier(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, tier: int,
                       tier_prompt: str, trigger: str, parent: SessionRow | None, chain: list[SessionRow],
                       chain_id: int | None,
-                      on_session: Callable[[int, SessionHandle], None] | None) -> SessionResult:
+                      on_session: Callable[[int, SessionHandle], None] | None,
+                      spec: OutputSpec | None = None) -> SessionResult:
     """Steps 1 and 2: the tier's system prompt (with the parent's handoff), then its session."""
     handoff = None
     if parent is not None:
         checks = await findings.session_checks(db, parent["id"], fresh=True)
         handoff = handoff_block(parent, checks, chain)
-    sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget),
+    lifecycle = memory_store.MemoryLifecycle.from_settings(settings)  # decay and the stale floor (issue #11)
+    sysprompt = system_prompt(tier, settings.max_tier, await memories_block(db, settings.memory_prompt_budget,
+                                                                           lifecycle),
                               handoff)
     req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
                       trigger=Trigger.ESCALATION if parent else trigger,
-                      parent_pk=parent["id"] if parent else None, chain_id=chain_id)
+                      parent_pk=parent["id"] if parent else None, chain_id=chain_id, spec=spec)
     return await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
 
 

@@ -2,7 +2,8 @@
 
 The appended system prompt (``--append-system-prompt``, re-sent on every resume because the CLI
 does not persist it, reference §8) carries: the tier's role and limits, the most relevant active
-memories under a size budget, and for tiers 2-3 the previous tier's handoff and the chain so far.
+memories under a size budget (never stale ones; with their decayed confidence, issue #11), and
+for tiers 2-3 the previous tier's handoff and the chain so far.
 """
 
 from __future__ import annotations
@@ -21,11 +22,19 @@ ROLES = {
 }
 
 
-async def memories_block(db: Database, budget: int) -> str:
-    """Active memories by confidence, then recency, until ``budget`` characters are used."""
+async def memories_block(db: Database, budget: int, lifecycle: memories.MemoryLifecycle | None = None, *,
+                         now: str | None = None) -> str:
+    """Active memories by confidence, then recency, until ``budget`` characters are used.
+
+    With a ``lifecycle`` (``MemoryLifecycle.from_settings(settings)``; issue #11) the memories'
+    decay is swept first — those fallen below the floor are marked stale — and the confidence
+    shown and ordered by is the decayed one. Stale memories are never given, with or without it.
+    ``now`` simulates time in tests."""
     if budget <= 0:
         return ""
-    rows = await memories.prompt_memories(db)
+    if lifecycle is not None:
+        await memories.sweep_stale(db, lifecycle, now=now)
+    rows = await memories.prompt_memories(db, lifecycle=lifecycle, now=now)
     lines: list[str] = []
     used = 0
     for r in rows:

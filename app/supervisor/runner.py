@@ -166,13 +166,14 @@ def stdin_bytes(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def build_argv(binary: str, *, prompt: str, model: str, wire_schema: str, system_prompt: str,
+def build_argv(binary: str, *, prompt: str, model: str, wire_schema: str | None, system_prompt: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
                add_dirs: Sequence[str] = (), resume: str | None = None, prompt_on_stdin: bool = False,
                system_prompt_file: str | None = None) -> list[str]:
     """The command line. ``prompt_on_stdin``: no prompt argument (the caller writes the prompt to
     stdin, reference §2). ``system_prompt_file``: ``--append-system-prompt-file`` instead of the
-    inline ``--append-system-prompt`` (the file holds ``system_prompt``)."""
+    inline ``--append-system-prompt`` (the file holds ``system_prompt``). ``wire_schema`` None:
+    no ``--json-schema`` (prompted output mode, issue #11: the schema is in the prompt)."""
     if prompt_on_stdin:
         argv = [binary, "-p"]  # -p without a prompt argument reads it from stdin
     else:
@@ -187,7 +188,9 @@ def build_argv(binary: str, *, prompt: str, model: str, wire_schema: str, system
         # `tail /var/log/x` → "may only read ... from the allowed working directories"). Variadic:
         # the next option (--model) ends the list.
         argv += ["--add-dir", *add_dirs]
-    argv += ["--model", model, "--output-format", "stream-json", "--verbose", "--json-schema", wire_schema]
+    argv += ["--model", model, "--output-format", "stream-json", "--verbose"]
+    if wire_schema is not None:
+        argv += ["--json-schema", wire_schema]
     if system_prompt_file:
         argv += ["--append-system-prompt-file", system_prompt_file]
     else:

@@ -42,6 +42,7 @@ from app.clock import utcnow
 from app.config import Settings
 from app.errors import CycleBusy
 from app.logs import oneline
+from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import processes
 from app.store.db import Database
@@ -188,7 +189,8 @@ class Supervisor:
         self.first_session = asyncio.get_running_loop().create_future()
         return self.first_session
 
-    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str) -> list[ChainLink]:
+    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str,
+                           spec: OutputSpec | None = None) -> list[ChainLink]:
         cycle = self.cycle
         started = time.monotonic()
         log.info("cycle %d started: %s, tier %d", cycle, trigger, tier,
@@ -199,7 +201,7 @@ class Supervisor:
             except Exception:  # the sweep must never keep the cycle from running
                 log.exception("the sweep of sessions left running failed", extra={"cycle": cycle})
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
-                                    prompt=prompt, trigger=trigger, on_session=self._track)
+                                    prompt=prompt, trigger=trigger, on_session=self._track, spec=spec)
             self.last_chain = chain
             _log_cycle_end(cycle, chain, time.monotonic() - started)
             return chain
@@ -214,13 +216,14 @@ class Supervisor:
             self._file_lock.release()
 
     async def run_cycle(self, *, tier: int = 1, prompt: str | None = None,
-                        trigger: str = Trigger.MANUAL) -> list[ChainLink]:
-        """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running."""
+                        trigger: str = Trigger.MANUAL, spec: OutputSpec | None = None) -> list[ChainLink]:
+        """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running.
+        ``spec``: the first session's output contract (issue #11; None: the default)."""
         self._claim(f"{trigger} cycle from tier {tier}")
-        return await self._run_claimed(tier, prompt, trigger)
+        return await self._run_claimed(tier, prompt, trigger, spec)
 
     async def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
-                          wait: float = FIRST_SESSION_WAIT) -> CycleStart:
+                          wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None) -> CycleStart:
         """Start a cycle in the background and wait until its first session exists (the one
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
         a cycle runs, and the cycle's own exception if it failed before creating a session."""
@@ -231,7 +234,7 @@ class Supervisor:
         async def body() -> list[ChainLink]:
             nonlocal started
             started = True
-            return await self._run_claimed(tier, prompt, trigger)
+            return await self._run_claimed(tier, prompt, trigger, spec)
 
         def finished(task: asyncio.Task[list[ChainLink]]) -> None:
             if not started:  # cancelled before its first step: _run_claimed's finally never ran

@@ -40,6 +40,8 @@ from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
 from app.errors import CLIError, StorageUnavailable
 from app.logs import oneline
+from app.output.extract import format_section, recovery_section
+from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import processes, sessions
 from app.store.db import Database
@@ -73,6 +75,7 @@ class TierRequest:
     trigger: str
     parent_pk: int | None = None
     chain_id: int | None = None
+    spec: OutputSpec | None = None  # the output contract (issue #11); None: the default, native
 
 
 @dataclass
@@ -113,9 +116,15 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     4. finalize (route, status) and return the report."""
     handle = handle or SessionHandle()
     cfg = settings.tier(req.tier)
-    options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None)
+    spec = req.spec or OutputSpec.default(validator, settings.output_mode)
+    validator = spec.validator
+    max_retries = spec.max_retries if spec.max_retries is not None else settings.output_max_retries
+    options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
+                                            output_mode=spec.mode)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
                                       trigger=req.trigger, parent_session_id=req.parent_pk)
+    await sessions.set_output_contract(db, rec.session_pk, source=spec.source, name=spec.name, sha256=spec.sha256,
+                                       schema=spec.canonical, mode=spec.mode)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
 
@@ -137,7 +146,11 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         home.mkdir(parents=True, exist_ok=True)
         rec.cwd = str(cwd)
         env = child_env(home, settings.allowed_env())
-        wire_schema = validator.wire_schema()
+        # Issue #11: native mode hands the schema to the CLI (--json-schema, its StructuredOutput
+        # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
+        prompted = spec.mode == "prompted"
+        wire_schema = None if prompted else validator.wire_schema()
+        first_prompt = f"{req.prompt}\n\n{format_section(spec.schema)}" if prompted else req.prompt
         system_file = _system_prompt_file(cwd, req.system_prompt)
 
         def launch_for(prompt: str, resume: str | None = None) -> Launch:
@@ -152,7 +165,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
                               system_prompt_file=system_file)
             return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(prompt) if on_stdin else None)
 
-        launch = launch_for(req.prompt)
+        launch = launch_for(first_prompt)
         await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
                                   argv=launch.argv, system_prompt=req.system_prompt)
         log.info("session %d started: tier %d (%s), trigger %s%s", rec.session_pk, req.tier, cfg.model, req.trigger,
@@ -174,13 +187,15 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         override = _override(proc_out, cfg.timeout, handle)
         retries = 0
         while (override is None and outcome.needs_recovery and rec.session_id
-               and retries < settings.output_max_retries and not handle.stopped):
+               and retries < max_retries and not handle.stopped):
             retries += 1
             rec.begin_attempt(AttemptKind.RESUME)
             log.info("session %d: output recovery, resume %d of %d", rec.session_pk, retries,
-                     settings.output_max_retries, extra={**rec.log_context, "attempt": rec.attempt})
+                     max_retries, extra={**rec.log_context, "attempt": rec.attempt})
             errors = outcome.validation.errors_as_dicts() if outcome.validation else []
-            resume = launch_for(recovery_prompt(errors, outcome.has_output), resume=rec.session_id)
+            again = (recovery_section(errors, outcome.has_output) if prompted
+                     else recovery_prompt(errors, outcome.has_output))
+            resume = launch_for(again, resume=rec.session_id)
             proc_out = await _spawn(handle, resume, sink, settings, record)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
             outcome = await rec.end_attempt(exit_code)

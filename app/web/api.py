@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -26,10 +26,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.errors import CycleBusy
 from app.store import activity as activity_store
 from app.store import attempts, findings
 from app.store import memories as memory_store
+from app.store import schemas as schema_store
 from app.store import sessions as session_store
 from app.store.memories import MemoryConflict
 from app.store.rows import SessionRow
@@ -41,20 +43,24 @@ from app.web.limits import (
     MEMORY_DEFAULT_CONFIDENCE,
     MEMORY_SERVICE_MAX,
     MEMORY_VALUE_MAX,
+    OUTPUT_MAX_RETRIES_MAX,
     PROMPT_MAX_CHARS,
+    SCHEMA_DESCRIPTION_MAX,
+    SCHEMA_NAME_PATTERN,
 )
 from app.web.openapi import (
     ACTIVITY_LIMIT,
     EVENTS_LIMIT,
     MEMORIES_LIMIT,
+    SCHEMAS_LIMIT,
     SESSIONS_LIMIT,
     ActivityLine,
-    ResultBody,
     RunStarted,
     SessionDetail,
     StopAccepted,
     document,
 )
+from app.web.results import result_body
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,16 @@ class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     tier: int = Field(MIN_TIER, ge=MIN_TIER, le=MAX_TIER)
     prompt: str | None = Field(None, max_length=PROMPT_MAX_CHARS)
+    # Issue #11: the output contract of the first session (inline > named > the default).
+    output_schema: dict[str, Any] | None = None
+    output_schema_name: str | None = Field(None, pattern=SCHEMA_NAME_PATTERN)
+    output_mode: Literal["native", "prompted"] | None = None
+    max_retries: int | None = Field(None, ge=0, le=OUTPUT_MAX_RETRIES_MAX)
+
+    @field_validator("max_retries", mode="before")
+    @classmethod
+    def _integral_retries(cls, value: Any) -> Any:
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
     @field_validator("tier", mode="before")
     @classmethod
@@ -92,6 +108,13 @@ def _strip(value: str | None, *, blank_ok: bool) -> str | None:
     if not value and not blank_ok:
         raise ValueError("must contain more than whitespace")
     return value
+
+
+class SchemaCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(pattern=SCHEMA_NAME_PATTERN)
+    description: str | None = Field(None, max_length=SCHEMA_DESCRIPTION_MAX)
+    schema_: dict[str, Any] = Field(alias="schema")
 
 
 class MemoryCreate(BaseModel):
@@ -205,15 +228,10 @@ async def activity(request: Request) -> Response:
 
 
 async def result(request: Request) -> Response:
-    """result_data (the accepted structured output) or result_text (the CLI's text), never both."""
+    """result_data (the accepted structured output, whatever its schema) or result_text (the CLI's
+    text, only when there is no schema), never both; with the contract it ran under (issue #11)."""
     row = await _session_or_404(request)
-    body: ResultBody = {"session_id": row["session_id"], "status": row["status"], "source": row["source"],
-                        "attempts": row["attempts"],
-                        "validation": {"valid": row["validation_valid"], "errors": row["validation_errors"] or []}}
-    if row["structured_output"] is not None:
-        body["result_data"] = row["structured_output"]
-    else:
-        body["result_text"] = row["result_text"]
+    body = result_body(row, await attempts.list_attempts(state(request).db, row["id"], with_output=True))
     return JSONResponse(body)
 
 
@@ -230,13 +248,21 @@ async def stop(request: Request) -> Response:
 
 
 async def runs(request: Request) -> Response:
-    """Start a chain; answer with its first session as soon as it exists (Supervisor.start_cycle)."""
+    """Start a chain; answer with its first session as soon as it exists (Supervisor.start_cycle).
+    An output contract that cannot be used is refused (422) before anything starts."""
     req = await _body(request, RunRequest, required=False)
     st = state(request)
     if req.tier > st.settings.max_tier:
         raise ApiError(422, "invalid_body", f"tier {req.tier} is above TIEROPS_MAX_TIER={st.settings.max_tier}")
     try:
-        started = await st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger=Trigger.MANUAL)
+        spec = await resolve_spec(st.db, st.validator, st.settings, inline=req.output_schema,
+                                  name=req.output_schema_name, mode=req.output_mode,
+                                  max_retries=req.max_retries)
+    except ContractError as exc:
+        raise ApiError(422, "invalid_output_schema", exc.detail) from None
+    try:
+        started = await st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger=Trigger.MANUAL,
+                                                  spec=spec)
     except CycleBusy as exc:
         raise ApiError(409, "cycle_running", str(exc)) from None
     except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
@@ -246,6 +272,38 @@ async def runs(request: Request) -> Response:
     pk = started.session_pk
     started_body: RunStarted = {"id": pk, "tier": req.tier, "status": SessionStatus.RUNNING}
     return JSONResponse(started_body, status_code=202, headers={"location": f"/api/v1/sessions/{pk}"})
+
+
+async def schemas(request: Request) -> Response:
+    """GET: the registry; POST: store a new named schema (checked first; 409 if the name exists)."""
+    st = state(request)
+    if request.method == "POST":
+        body = await _body(request, SchemaCreate)
+        try:
+            check_schema(body.schema_, st.settings, what=f"schema {body.name!r}")
+            row = await schema_store.create_schema(st.db, name=body.name, schema=body.schema_,
+                                                   description=_strip(body.description, blank_ok=True) or None)
+        except ContractError as exc:
+            raise ApiError(422, "invalid_output_schema", exc.detail) from None
+        except schema_store.SchemaExists as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+        return JSONResponse(row, status_code=201, headers={"location": f"/api/v1/schemas/{row['name']}"})
+    rows = await schema_store.list_schemas(st.db, limit=_limit(request, SCHEMAS_LIMIT),
+                                           offset=int_param(request, "offset", 0))
+    return JSONResponse(rows)
+
+
+async def schema(request: Request) -> Response:
+    db = state(request).db
+    name = request.path_params["name"]
+    if request.method == "DELETE":
+        if not await schema_store.delete_schema(db, name):
+            raise ApiError(404, "not_found", f"no schema named {name!r}")
+        return Response(status_code=204)
+    row = await schema_store.get_schema(db, name)
+    if row is None:
+        raise ApiError(404, "not_found", f"no schema named {name!r}")
+    return JSONResponse(row)
 
 
 async def events(request: Request) -> Response:
@@ -333,5 +391,7 @@ routes = [
     Route("/events", _documented("/events", events)),
     Route("/memories", _documented("/memories", memories), methods=["GET", "POST"]),
     Route("/memories/{id}", _documented("/memories/{id}", memory), methods=["PATCH", "DELETE"]),
+    Route("/schemas", _documented("/schemas", schemas), methods=["GET", "POST"]),
+    Route("/schemas/{name}", _documented("/schemas/{name}", schema), methods=["GET", "DELETE"]),
     Route("/openapi.json", openapi),
 ]

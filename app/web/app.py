@@ -41,7 +41,7 @@ from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
-from app.web import api, pages, streams
+from app.web import api, pages, schema_pages, streams
 from app.web.auth import (
     COOKIE,
     COOKIE_MAX_AGE,
@@ -185,6 +185,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         Mount("/api/v1", routes=api.routes),
         *streams.routes,
         *pages.routes,
+        *schema_pages.routes,
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]
     app = Starlette(

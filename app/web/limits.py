@@ -14,6 +14,11 @@ MEMORY_VALUE_MAX = 10_000
 MEMORY_SERVICE_MAX = 200
 MEMORY_DEFAULT_CONFIDENCE = 0.7
 
+# Output schema registry (issue #11): names are short identifiers (they go in URLs and flags).
+SCHEMA_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+SCHEMA_DESCRIPTION_MAX = 2_000
+OUTPUT_MAX_RETRIES_MAX = 10  # the same bound as TIEROPS_OUTPUT_MAX_RETRIES
+
 FILTER_TEXT_MAX = 200  # a free-text filter (service, category) of a page's query string
 
 FORM_MAX_BYTES = 256 * 1024  # a urlencoded form body (the largest field above, percent-encoded, fits)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
 
 from app import __version__
-from app.store.rows import EventRow, MemoryRow, SessionListRow, SessionRow
+from app.store.rows import EventRow, MemoryRow, SchemaRow, SessionListRow, SessionRow
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, values
 from app.web.limits import (
     API_BODY_MAX_BYTES,
@@ -28,7 +28,10 @@ from app.web.limits import (
     MEMORY_DEFAULT_CONFIDENCE,
     MEMORY_SERVICE_MAX,
     MEMORY_VALUE_MAX,
+    OUTPUT_MAX_RETRIES_MAX,
     PROMPT_MAX_CHARS,
+    SCHEMA_DESCRIPTION_MAX,
+    SCHEMA_NAME_PATTERN,
 )
 
 SQLITE_MAX_INT = 2**63 - 1
@@ -39,6 +42,7 @@ SESSIONS_LIMIT = (50, 1, 500)
 ACTIVITY_LIMIT = (500, 1, 5000)
 EVENTS_LIMIT = (100, 1, 1000)
 MEMORIES_LIMIT = (200, 1, 2000)
+SCHEMAS_LIMIT = (200, 1, 500)
 
 
 # --- response shapes the handlers build (beyond the store's rows) --------------------------
@@ -47,7 +51,9 @@ class OutputAttempt(TypedDict):
     """An output attempt as listed with its session (``store.attempts.list_attempts``, no output)."""
 
     attempt: int
+    run: int | None
     kind: str
+    origin: str | None
     result_subtype: str | None
     is_error: bool | None
     has_output: bool
@@ -77,16 +83,36 @@ class Validation(TypedDict):
     errors: list[Any]
 
 
+class SchemaRef(TypedDict):
+    """The contract a session ran under (issue #11): inline | named | default, and its hash."""
+
+    source: str | None
+    name: str | None
+    sha256: str | None
+
+
+class ValidationFailure(TypedDict):
+    type: str  # output_schema_validation_failed
+    validation_errors: list[Any]
+    last_output: Any
+    attempts: int
+
+
 class ResultBody(TypedDict):
-    """``result_data`` (the accepted structured output) or ``result_text``, never both."""
+    """``result_data`` (the accepted structured output) or ``result_text`` (only without a schema),
+    never both; ``failure`` when the last attempt still failed validation."""
 
     session_id: str | None
     status: str
     source: str | None
     attempts: int
+    degraded: bool
+    schema: SchemaRef
     validation: Validation
+    output_attempts: Sequence[OutputAttempt]
     result_data: NotRequired[Any]
     result_text: NotRequired[str | None]
+    failure: NotRequired[ValidationFailure]
 
 
 class RunStarted(TypedDict):
@@ -206,6 +232,7 @@ def _text_q(name: str) -> dict[str, Any]:
     return _q(name, {"type": "string"})
 
 
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _ID = {"name": "id", "in": "path", "required": True,
        "schema": {"type": "integer", "minimum": 0, "maximum": SQLITE_MAX_INT}}
 
@@ -228,7 +255,7 @@ def _memory_properties(*, defaults: bool) -> dict[str, Any]:
 RESPONSE_SCHEMAS: dict[str, Any] = {
     "Session": SessionListRow, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
     "Result": ResultBody, "RunStarted": RunStarted, "StopAccepted": StopAccepted, "Event": EventRow,
-    "Memory": MemoryRow,
+    "Memory": MemoryRow, "Schema": SchemaRow,
 }
 
 
@@ -249,7 +276,18 @@ def document(*, token_required: bool) -> dict[str, Any]:
                 "RunRequest": {"type": "object", "additionalProperties": False, "properties": {
                     "tier": {"type": "integer", "minimum": MIN_TIER, "maximum": MAX_TIER, "default": MIN_TIER},
                     # no NUL byte: the prompt goes on a command line (api.RunRequest says so)
-                    "prompt": {"type": ["string", "null"], "maxLength": PROMPT_MAX_CHARS, "pattern": r"^[^\x00]*$"}}},
+                    "prompt": {"type": ["string", "null"], "maxLength": PROMPT_MAX_CHARS, "pattern": r"^[^\x00]*$"},
+                    # issue #11: the first session's output contract (inline > named > default)
+                    "output_schema": {"type": ["object", "null"],
+                                      "description": "A JSON Schema for this run's output (checked first: 422)"},
+                    "output_schema_name": {"type": ["string", "null"], "pattern": SCHEMA_NAME_PATTERN},
+                    "output_mode": {"type": ["string", "null"], "enum": ["native", "prompted", None]},
+                    "max_retries": {"type": ["integer", "null"], "minimum": 0, "maximum": OUTPUT_MAX_RETRIES_MAX}}},
+                "SchemaCreate": {"type": "object", "additionalProperties": False, "required": ["name", "schema"],
+                                 "properties": {
+                                     "name": {"type": "string", "pattern": SCHEMA_NAME_PATTERN},
+                                     "description": {"type": ["string", "null"], "maxLength": SCHEMA_DESCRIPTION_MAX},
+                                     "schema": {"type": "object"}}},
                 "MemoryCreate": {"type": "object", "additionalProperties": False, "required": ["category", "value"],
                                  "properties": _memory_properties(defaults=True)},
                 "MemoryPatch": {"type": "object", "additionalProperties": False,
@@ -292,6 +330,15 @@ def document(*, token_required: bool) -> dict[str, Any]:
                              errors=("404", "409")),
                 "delete": _op("Delete a memory", _ok(None, "deleted"), status="204", auth=auth, params=[_ID],
                               errors=("404",))},
+            "/schemas": {
+                "get": _op("List the named output schemas", _ok("Schema", array=True), auth=auth, params=[
+                    _int_q("limit", SCHEMAS_LIMIT), _int_q("offset")]),
+                "post": _op("Store a named output schema (immutable; checked first)", _ok("Schema", "created"),
+                            status="201", auth=auth, body="SchemaCreate", errors=("409", "422"))},
+            "/schemas/{name}": {
+                "get": _op("One named output schema", _ok("Schema"), auth=auth, params=[_NAME], errors=("404",)),
+                "delete": _op("Forget a name (sessions keep the schema they ran with)", _ok(None, "deleted"),
+                              status="204", auth=auth, params=[_NAME], errors=("404",))},
             "/openapi.json": {"get": {"summary": "This document", "security": [],
                                       "responses": {"200": {"description": "ok", "content": {
                                           "application/json": {"schema": {"type": "object"}}}},

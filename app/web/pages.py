@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from app.clock import utcnow
 from app.errors import CycleBusy
 from app.store import attempts, chains, dashboard, findings
 from app.store import memories as memory_store
@@ -42,6 +43,7 @@ from app.web.limits import (
     PROMPT_MAX_CHARS,
 )
 from app.web.render import PAGE_RAW_LIMIT, render_activity, render_event_row, render_json
+from app.web.results import failure_of
 from app.web.templating import page
 
 log = logging.getLogger(__name__)
@@ -202,6 +204,7 @@ async def session_page(request: Request) -> Response:
     running = s["status"] == SessionStatus.RUNNING
     chain = await chains.chain_links(st.db, s["chain_id"]) if s["chain_id"] is not None else []
     invalid = s["invalid_output"]
+    attempt_rows = await attempts.list_attempts(st.db, pk, with_output=True)
     return page(request, "session.html", {
         "s": s,
         "transcript": [render_activity(r) for r in rows],
@@ -211,7 +214,8 @@ async def session_page(request: Request) -> Response:
         "live": running and before is None,
         "running": running,
         "stoppable": running and pk in st.supervisor.handles,
-        "attempts": await attempts.list_attempts(st.db, pk, with_output=True),
+        "attempts": attempt_rows,
+        "failure": failure_of(s, attempt_rows),
         "checks": await findings.session_checks(st.db, pk),
         "events": [render_event_row(e) for e in await findings.list_events(st.db, session=pk, limit=200)],
         "chain": chain if len(chain) > 1 else [],
@@ -260,22 +264,36 @@ async def events_page(request: Request) -> Response:
 # -- memories ----------------------------------------------------------------------------------
 
 async def _memories_ctx(request: Request) -> dict[str, Any]:
+    """The memories page. Issue #11: showing it sweeps the memories' decay first (those below
+    TIEROPS_MEMORY_FLOOR are marked stale), and each row shows its decayed confidence, whether it
+    is stale, and the contradiction links (replaced by / replaces)."""
     st = state(request)
     pg = int_param(request, "page", 1, minimum=1, maximum=100_000)
     service = _filter_text(request, "service")
     category = _filter_text(request, "category")
     active_param = choice_param(request, "active", ("1", "0"))
     active = None if active_param is None else active_param == "1"
+    stale_param = choice_param(request, "stale", ("1", "0"))
+    lifecycle = memory_store.MemoryLifecycle.from_settings(st.settings)
+    now = utcnow()
+    await memory_store.sweep_stale(st.db, lifecycle, now=now)
     rows = await memory_store.list_memories(st.db, service=service, category=category, active=active,
+                                            stale=None if stale_param is None else stale_param == "1",
                                             limit=MEMORIES_PER_PAGE + 1, offset=(pg - 1) * MEMORIES_PER_PAGE)
+    shown = rows[:MEMORIES_PER_PAGE]
+    replaces: dict[int, list[int]] = {}
+    for m in shown:
+        if m["replaced_by"] is not None:
+            replaces.setdefault(m["replaced_by"], []).append(m["id"])
+    filters = {"service": service, "category": category, "active": active_param, "stale": stale_param}
     return {
-        "memories": rows[:MEMORIES_PER_PAGE], "service": service, "category": category, "active": active_param,
+        "memories": shown, "service": service, "category": category, "active": active_param,
+        "stale": stale_param, "effective": memory_store.effective_confidences(shown, lifecycle, now),
+        "replaces": replaces, "lifecycle": lifecycle,
         "services": await memory_store.memory_services(st.db),
         "categories": await memory_store.memory_categories(st.db), "page": pg,
-        "prev_url": _query(page=pg - 1, service=service, category=category, active=active_param)
-        if pg > 1 else None,
-        "next_url": _query(page=pg + 1, service=service, category=category, active=active_param)
-        if len(rows) > MEMORIES_PER_PAGE else None,
+        "prev_url": _query(page=pg - 1, **filters) if pg > 1 else None,
+        "next_url": _query(page=pg + 1, **filters) if len(rows) > MEMORIES_PER_PAGE else None,
         "error": None, "error_id": None,
         "form": {"service": "", "category": "", "value": "", "confidence": str(MEMORY_DEFAULT_CONFIDENCE)},
     }

@@ -36,6 +36,8 @@ NOTICES = {
     "memory_saved": "Memory saved.",
     "memory_toggled": "Memory updated.",
     "memory_deleted": "Memory deleted.",
+    "schema_created": "Schema stored.",
+    "schema_deleted": "Schema name removed (sessions keep the schema they ran with).",
 }
 
 

@@ -318,3 +318,56 @@ def test_summarize_keeps_only_text_for_init_facts(v):
                          notes=[], exit_code=0, stderr_tail=None)
     s = summarize([decide(v, result(structured=VALID))], facts)
     assert (s.cli_model, s.cwd) == (None, "/w\ufffd")
+
+
+# -- output modes (issue #11) --------------------------------------------------------------------
+
+def test_native_takes_a_valid_json_text_answer_before_spending_a_resume(v):
+    text = "Here is my answer:\n```json\n" + json.dumps(VALID) + "\n```"
+    o = decide(v, result(result=text))
+    assert o.has_output and o.output == VALID and o.output_ok and o.via == "extracted"
+    assert not o.needs_recovery
+    s = summarize([o], FACTS)
+    assert s.degraded is True and s.output_via == "extracted" and s.structured_output == VALID
+    assert o.record().origin == "extracted"
+
+
+def test_native_ignores_a_text_answer_that_does_not_validate(v):
+    o = decide(v, result(result=json.dumps(INVALID)))
+    assert not o.has_output and o.needs_recovery and o.via == "tool"
+    assert o.validation.errors[0].message.startswith("no structured_output")
+
+
+def test_the_tool_output_wins_over_text(v):
+    o = decide(v, result(structured=VALID, result=json.dumps(INVALID)))
+    assert o.via == "tool" and o.output == VALID
+    assert summarize([o], FACTS).degraded is False and summarize([o], FACTS).output_via == "tool"
+
+
+@pytest.mark.parametrize("text,ok", [
+    (json.dumps(VALID), True),
+    ("Checked.\n```json\n" + json.dumps(VALID) + "\n```\nDone.", True),
+    ("Two answers: " + json.dumps(VALID) + " and " + json.dumps(INVALID), False),
+    (json.dumps(VALID)[:-10], False),
+    ("no JSON at all", False),
+])
+def test_prompted_reads_the_answer_from_the_final_text(v, text, ok):
+    o = decide_attempt(1, "stream", Recording(result=result(result=text)), 0, v, "prompted")
+    assert o.via == "prompted" and o.output_ok is ok
+    if ok:
+        assert o.output == VALID and o.record().origin == "prompted"
+    else:
+        assert o.needs_recovery
+
+
+def test_prompted_validates_what_it_extracts(v):
+    o = decide_attempt(1, "stream", Recording(result=result(result=json.dumps(INVALID))), 0, v, "prompted")
+    assert o.has_output and not o.output_ok and o.output == INVALID
+    assert "$.events[0].level" in {e.path for e in o.validation.errors}
+
+
+def test_cli_rejections_count_as_attempts(v):
+    o = decide(v, result(structured=VALID))
+    facts = SessionFacts(line_count=1, cli_model=None, cwd=None, handoff_raw=None, notes=[], exit_code=0,
+                         stderr_tail=None, cli_rejections=2)
+    assert summarize([o], facts).attempts == 3

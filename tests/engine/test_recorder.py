@@ -100,8 +100,16 @@ async def test_markers_in_code_fences_and_tool_results_are_ignored(tmp_path, db,
 
 
 async def test_unknown_marker_level_is_kept_as_warning_with_original(tmp_path, db, validator, settings):
-    r = await ingest_lines(tmp_path, db, validator, settings, [init(), text("[EVENT:FATAL:db] gone"), result(has_output=False)])
-    assert r["events"] == [{"level": "warning", "original_level": "FATAL", "service": "db", "message": "gone"}]
+    r = await ingest_lines(tmp_path, db, validator, settings, [init(), text("[EVENT:urgent:db] gone"), result(has_output=False)])
+    assert r["events"] == [{"level": "warning", "original_level": "urgent", "service": "db", "message": "gone"}]
+
+
+async def test_go_levels_error_and_fatal_are_critical(tmp_path, db, validator, settings):
+    """Issue #11: the Go original's levels keep their severity."""
+    r = await ingest_lines(tmp_path, db, validator, settings,
+                           [init(), text("[EVENT:FATAL:db] gone\n[EVENT:error:api-gw 2] 502s"), result(has_output=False)])
+    assert [(e["level"], e["original_level"], e["service"]) for e in r["events"]] == [
+        ("critical", None, "db"), ("critical", None, "api-gw 2")]
 
 
 async def test_handoff_json_gives_the_escalation_without_structured_output(tmp_path, db, validator, settings):

@@ -139,3 +139,34 @@ async def test_memory_services_and_categories_are_distinct_and_sorted(db):
     assert await memories.memory_services(db) == ["api", "postgres"]
     assert await memories.memory_categories(db) == ["cpu", "disk", "runbook"]
     assert await memories.memory_categories(db, limit=2) == ["cpu", "disk"]
+
+
+async def test_a_memory_carries_its_lifecycle_fields(db):
+    """Issue #11: last seen (decay counts from it), stale and the contradiction link, in every row."""
+    m = await memories.create_memory(db, category="disk", value="v", service="db")
+    assert (m["last_seen_at"], m["stale"], m["replaced_by"]) == (m["created_at"], False, None)
+    assert set(m) == {"id", "service", "category", "value", "confidence", "active", "times_seen", "created_at",
+                      "updated_at", "created_by_session", "reinforced_by_session", "last_seen_at", "stale",
+                      "replaced_by"}
+    for rows in (await memories.list_memories(db), [await memories.get_memory(db, m["id"])],
+                 [await memories.update_memory(db, m["id"], {"value": "w"})]):
+        assert type(rows[0]["stale"]) is bool and set(rows[0]) == set(m)
+
+
+async def test_list_memories_filters_on_stale(db):
+    fresh = await memories.create_memory(db, category="k", value="fresh")
+    old = await memories.create_memory(db, category="k", value="old")
+    async with db.write() as conn:
+        await conn.execute("UPDATE memories SET stale = 1 WHERE id = ?", (old["id"],))
+    assert [m["id"] for m in await memories.list_memories(db, stale=True)] == [old["id"]]
+    assert [m["id"] for m in await memories.list_memories(db, stale=False)] == [fresh["id"]]
+    assert [m["value"] for m in await memories.prompt_memories(db)] == ["fresh"]  # stale: never in a prompt
+
+
+async def test_effective_confidences_by_id(db):
+    m = await memories.create_memory(db, category="k", value="v", confidence=0.8)
+    async with db.write() as conn:
+        await conn.execute("UPDATE memories SET last_seen_at = '2026-01-01T00:00:00.000Z' WHERE id = ?", (m["id"],))
+    rows = await memories.list_memories(db)
+    life = memories.MemoryLifecycle(half_life_days=10, floor=0.3)
+    assert memories.effective_confidences(rows, life, "2026-01-21T00:00:00.000Z") == {m["id"]: pytest.approx(0.2)}

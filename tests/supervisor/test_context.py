@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.store.memories import MemoryLifecycle
 from app.supervisor.context import handoff_block, memories_block, recovery_prompt, system_prompt
 
 HEADER = "## What earlier runs learned (memories; confidence in brackets)\n"
@@ -115,3 +116,28 @@ def test_recovery_prompt_lists_at_most_30_errors(count, shown):
     errors = [{"path": f"$.events[{i}].level", "message": "bad"} for i in range(count)]
     text = recovery_prompt(errors, True)
     assert text.count("- $.events[") == shown
+
+
+async def test_memories_block_with_a_lifecycle_decays_sweeps_and_reorders(db):
+    """Issue #11: what the tiers are told decays with age since last seen; below the floor a
+    memory is marked stale and left out."""
+    life = MemoryLifecycle(half_life_days=30, floor=0.3)
+    async with db.write() as conn:
+        await conn.execute(
+            "INSERT INTO memories (service, category, value, confidence, created_at, updated_at, last_seen_at)"
+            " VALUES ('nginx', 'port', '8080', 0.9, ?, ?, ?), ('db', 'version', 'postgres 16', 0.6, ?, ?, ?),"
+            " (NULL, 'disk', 'old news', 0.9, ?, ?, ?)",
+            ("2026-01-01T00:00:00.000Z",) * 3 + ("2026-01-31T00:00:00.000Z",) * 3 + ("2025-10-01T00:00:00.000Z",) * 3)
+    block = await memories_block(db, 10_000, life, now="2026-01-31T00:00:00.000Z")
+    assert block == (HEADER + "- [0.60] db:version: postgres 16\n- [0.45] nginx:port: 8080" + FOOTER)
+    assert await db.fetchval("SELECT stale FROM memories WHERE value = 'old news'") == 1
+    assert await db.fetchval("SELECT sum(stale) FROM memories") == 1
+    # without a lifecycle: stored confidences, but the stale one stays out
+    assert await memories_block(db, 10_000) == (HEADER + "- [0.90] nginx:port: 8080\n"
+                                                "- [0.60] db:version: postgres 16" + FOOTER)
+
+
+async def test_memories_block_with_no_budget_sweeps_nothing(db):
+    await add_memory(db, None, "disk", "old", 0.9, updated="2020-01-01T00:00:00.000Z")
+    assert await memories_block(db, 0, MemoryLifecycle()) == ""
+    assert await db.fetchval("SELECT stale FROM memories") == 0

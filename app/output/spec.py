@@ -1,0 +1,62 @@
+"""The output contract one run asks for: which schema, from where, enforced how (issue #11).
+
+Why a value of its own: before issue #11 every session ran against the one agent-response schema
+given to the supervisor at start. Now a run may carry an inline schema or a registry name, and
+the session must record which won (inline > named > the tier's default), the exact schema and
+its hash, and whether its output is *routed* (only the agent-response contract becomes events,
+memories and escalation; any other schema's valid output is just the session's result data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.output import preflight
+from app.output.validate import OutputValidator
+from app.paths import DEFAULT_SCHEMA_PATH
+
+__all__ = ["AGENT_RESPONSE_SHA256", "OutputMode", "OutputSpec", "SchemaSource", "canonical_json", "schema_sha256"]
+
+SchemaSource = Literal["inline", "named", "default"]
+OutputMode = Literal["native", "prompted"]
+
+
+# One definition of a schema's canonical text and hash: the preflight's (issue #11).
+canonical_json = preflight.canonical
+schema_sha256 = preflight.sha256
+
+
+AGENT_RESPONSE_SHA256 = schema_sha256(json.loads(DEFAULT_SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    validator: OutputValidator
+    source: SchemaSource
+    name: str | None = None
+    mode: OutputMode = "native"
+    max_retries: int | None = None  # None: TIEROPS_OUTPUT_MAX_RETRIES
+
+    @property
+    def schema(self) -> Any:
+        return self.validator.schema
+
+    @property
+    def sha256(self) -> str:
+        return schema_sha256(self.validator.schema)
+
+    @property
+    def canonical(self) -> str:
+        return canonical_json(self.validator.schema)
+
+    @property
+    def routed(self) -> bool:
+        """True for the agent-response contract (the bundled schema, however it was named):
+        only its output is routed into events, memories and escalation."""
+        return self.sha256 == AGENT_RESPONSE_SHA256
+
+    @classmethod
+    def default(cls, validator: OutputValidator, mode: OutputMode = "native") -> OutputSpec:
+        return cls(validator=validator, source="default", mode=mode)
