@@ -312,7 +312,10 @@ def transform(text: str, mode: str, session_id: str | None) -> str | None:
     if mode == "no_result" and obj.get("type") == "result":
         return None
     if mode == "no_structured" and obj.get("type") == "result" and "structured_output" in obj:
+        # As d_text_only: success, no structured_output, and prose as the final text (a JSON text
+        # would be taken as an extracted answer, issue #11, and no recovery would happen).
         del obj["structured_output"]
+        obj["result"] = "Done: the checks are complete."
         text = _dump(obj)
     old = obj.get("session_id")
     if session_id and isinstance(old, str) and old != session_id:

@@ -130,7 +130,9 @@ async def test_memories_in_the_system_prompt_by_confidence_within_budget(db, mak
               "- [0.60] nginx:port: listens on 8080"]
     budget = sum(len(line) + 1 for line in wanted) + 5  # the 0.30 line does not fit
     fake = cc.make_fake_claude(tmp_path / "bin", [stage(escalating()), stage(healthy())])
-    chain = await run_chain(db, make_settings(fake, memory_prompt_budget=budget), validator, None)
+    # memory_half_life_days=0: the seeded memories are old; decay is tested in test_memory_lifecycle
+    chain = await run_chain(db, make_settings(fake, memory_prompt_budget=budget, memory_half_life_days=0), validator,
+                            None)
     assert len(chain) == 2
     for inv in fake.invocations():  # every tier gets them
         system = inv["parsed"]["append_system_prompt"]

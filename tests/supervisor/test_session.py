@@ -170,9 +170,12 @@ async def test_failures_are_recorded_and_not_resumed(db, make_settings, validato
     result, row = await run_session(db, make_settings(fake, output_max_retries=2), validator)
     assert len(fake.invocations()) == 1
     assert row["status"] == "failed" and row["status_reason"].startswith(reason_start)
-    assert row["attempts"] == 1 and row["degraded"] == 0 and row["is_error"] == 1
+    # the CLI's own rejection of the StructuredOutput call is an attempt too (issue #11)
+    rejected = 1 if build is _max_so_retries else 0
+    assert row["attempts"] == 1 + rejected and row["degraded"] == 0 and row["is_error"] == 1
     assert result.api_failure is api
-    [attempt] = await attempts_of(db, result.pk)
+    *rejections, attempt = await attempts_of(db, result.pk)
+    assert [r["origin"] for r in rejections] == ["cli_rejected"] * rejected
     assert attempt["is_error"] == 1
     if build is _max_so_retries:
         # the model's last rejected output and TierOps' verdict on it are kept

@@ -141,7 +141,10 @@ def test_session_detail_includes_output_attempts(app_server):
 
         row = cl.get(f"/api/v1/sessions/{bad['id']}").json()
         assert row["status"] == "failed"
-        [attempt] = row["output_attempts"]
+        # the CLI refused five StructuredOutput calls before giving up: each is an attempt (issue #11)
+        *rejected, attempt = row["output_attempts"]
+        assert [(a["origin"], a["run"], a["valid"]) for a in rejected] == [("cli_rejected", 1, 0)] * 5
+        assert attempt["attempt"] == 6 and attempt["run"] == 1 and attempt["origin"] == "tool"
         assert attempt["valid"] == 0 and attempt["result_subtype"] == "error_max_structured_output_retries"
         assert {"path": "$.events[0].level"}.items() <= attempt["errors"][0].items()
 
@@ -210,8 +213,12 @@ def test_result_of_a_text_only_session(app_server):
     result_line = fixture_lines("d_text_only")[-1]
     with srv.client() as cl:
         body = cl.get(f"/api/v1/sessions/{rep['id']}/result").json()
-    assert "result_data" not in body
-    assert body["result_text"] == result_line["result"]
+    # issue #11: the session ran under a schema, so its free text is not the result; the failure
+    # says what was wrong and what came last
+    assert "result_data" not in body and "result_text" not in body
+    assert body["schema"]["source"] == "default" and body["degraded"] is True
+    assert body["failure"]["type"] == "output_schema_validation_failed" and body["failure"]["last_output"] is None
+    assert result_line["result"]  # the text is still on the session row and page
     assert body["validation"]["valid"] is False
     [err] = body["validation"]["errors"]
     assert err["path"] == "$" and "no structured_output" in err["message"]
@@ -223,8 +230,9 @@ def test_result_of_an_invalid_structured_session(app_server):
     rep = ingest(srv, "d_invalid_structured")
     with srv.client() as cl:
         body = cl.get(f"/api/v1/sessions/{rep['id']}/result").json()
-    assert ("result_data" in body) != ("result_text" in body)
-    assert "result_data" not in body  # rejected output is never served as the result
+    assert "result_data" not in body and "result_text" not in body  # rejected output is never the result
+    assert body["attempts"] == 6 and body["failure"]["attempts"] == 6
+    assert body["failure"]["last_output"]["events"][0]["level"] not in ("info", "warning", "critical")
     assert body["validation"]["valid"] is False
     assert any(e["path"] == "$.events[0].level" for e in body["validation"]["errors"])
     assert body["status"] == "failed"
