@@ -93,3 +93,29 @@ def test_run_with_a_schema_file_and_a_schema_name(tmp_path):
     refused = tierops(tmp_path, "run", "--schema", str(write(tmp_path, "a.json", {"type": "array"})), env=env)
     assert refused.returncode == 2 and "is refused" in refused.stderr
     assert len(fake.invocations()) == 2  # the refused runs started no CLI
+
+
+def test_revalidate_reports_and_changes_nothing(tmp_path):
+    from tests.helpers import fixture_stream
+
+    for scenario in ("c_structured", "d_invalid_structured"):
+        assert tierops(tmp_path, "ingest", str(fixture_stream(scenario))).returncode == 0
+    db = tmp_path / "home" / "tierops.db"
+
+    def rows() -> list:
+        import sqlite3
+
+        with sqlite3.connect(db) as conn:
+            return [conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
+                    for t in ("sessions", "output_attempts", "events", "memories")]
+
+    before = rows()
+    out = tierops(tmp_path, "revalidate")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("checked 2 stored output(s) against each session's own schema: 1 fail now")
+    strict = write(tmp_path, "strict.json", {"type": "object", "required": ["incidents"]})
+    report = json.loads(tierops(tmp_path, "revalidate", "--schema", str(strict), "--json").stdout)
+    assert report["checked"] == 2 and report["now_failing"] == 2 and report["newly_failing"] == 1
+    assert tierops(tmp_path, "revalidate", "--since", "yesterday").returncode == 2
+    assert tierops(tmp_path, "revalidate", "--schema-name", "nope").returncode == 2
+    assert rows() == before  # nothing stored was changed
