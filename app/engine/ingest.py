@@ -33,7 +33,7 @@ from app.config import Settings
 from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport, build_report
 from app.errors import InputError
-from app.output.spec import AGENT_RESPONSE_SHA256, OutputSpec, schema_sha256
+from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import sessions
 from app.store.db import Database, is_transient
@@ -172,10 +172,6 @@ Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 2000  # lines between progress calls: cheap enough to vanish in the ingest time
 
 
-def _is_default(validator: OutputValidator) -> bool:
-    return schema_sha256(validator.schema) == AGENT_RESPONSE_SHA256
-
-
 async def ingest_path(db: Database, path: Path, validator: OutputValidator, settings: Settings,
                       tier: int | None = None, *, shown: str | None = None,
                       progress: Progress | None = None) -> tuple[SessionReport, bool]:
@@ -215,12 +211,12 @@ async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, 
         log.info("replacing session %d: an earlier ingest of %s stopped half-way", existing.id, shown)
         await sessions.delete_session(db, existing.id)
 
-    spec = OutputSpec(validator=validator, source="default" if _is_default(validator) else "inline")
+    spec = OutputSpec(validator=validator, source="default")
+    if not spec.routed:  # --schema FILE with another schema
+        spec = OutputSpec(validator=validator, source="inline")
+    # Issue #11: the contract the stream is judged against (--schema FILE, or the bundled one)
     rec = await SessionRecorder.begin(db, validator, RecorderOptions.from_settings(settings, route_output=spec.routed),
-                                      tier=tier, trigger=Trigger.INGEST)
-    # Issue #11: the contract the stream was judged against (--schema FILE, or the bundled one)
-    await sessions.set_output_contract(db, rec.session_pk, source=spec.source, name=None, sha256=spec.sha256,
-                                       schema=spec.canonical, mode=spec.mode)
+                                      tier=tier, trigger=Trigger.INGEST, contract=spec)
     digest = hashlib.sha256()
     read_error: OSError | None = None
     count = 0

@@ -56,6 +56,7 @@ from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
 from app.output.rejections import CliRejection, RejectionTracker
 from app.output.route import Routed, from_fallback, from_output
+from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.redact import redactor_for
 from app.store import activity, attempts, sessions
@@ -153,9 +154,10 @@ class SessionRecorder:
     async def begin(cls, db: Database, validator: OutputValidator, options: RecorderOptions | None = None, *,
                     tier: int | None = None, model: str | None = None, prompt: str | None = None,
                     cwd: str | None = None, trigger: str = Trigger.INGEST, parent_session_id: int | None = None,
-                    stream_sha256: str | None = None) -> SessionRecorder:
+                    stream_sha256: str | None = None, contract: OutputSpec | None = None) -> SessionRecorder:
         pk = await sessions.create_session(db, tier=tier, model=model, prompt=prompt, cwd=cwd, trigger=trigger,
-                                           parent_session_id=parent_session_id, stream_sha256=stream_sha256)
+                                           parent_session_id=parent_session_id, stream_sha256=stream_sha256,
+                                           contract=contract)
         rec = cls(db, validator, pk, options)
         rec.cwd = cwd
         if tier is not None:

@@ -9,8 +9,10 @@ memories and escalation; any other schema's valid output is just the session's r
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from app.output import preflight
@@ -43,13 +45,13 @@ class OutputSpec:
     def schema(self) -> Any:
         return self.validator.schema
 
-    @property
-    def sha256(self) -> str:
-        return schema_sha256(self.validator.schema)
-
-    @property
+    @cached_property  # computed once per run (the spec is immutable)
     def canonical(self) -> str:
         return canonical_json(self.validator.schema)
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.canonical.encode("utf-8")).hexdigest()
 
     @property
     def routed(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, TypedDict, cast
 
 from app.clock import utcnow
 from app.output.route import Routed
+from app.output.spec import OutputSpec
 from app.redact import Redactor
 from app.store.db import Database
 from app.store.findings import redact_routed, write_routed
@@ -103,17 +104,27 @@ def _summary_values(summary: SessionSummary, redact: Redactor) -> dict[str, Any]
 
 async def create_session(db: Database, *, tier: int | None = None, model: str | None = None,
                          prompt: str | None = None, cwd: str | None = None, trigger: str = Trigger.INGEST,
-                         parent_session_id: int | None = None, stream_sha256: str | None = None) -> int:
-    """A new ``running`` session row; returns its id."""
+                         parent_session_id: int | None = None, stream_sha256: str | None = None,
+                         contract: OutputSpec | None = None) -> int:
+    """A new ``running`` session row; returns its id. ``contract``: the output contract it runs
+    with (issue #11): where the schema came from, the canonical schema itself (kept even if its
+    registry name is deleted later) and its hash; written in the same INSERT."""
     async with db.write() as conn:
         cur = await conn.execute(
             """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
-                                     parent_session_id, stream_sha256)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                     parent_session_id, stream_sha256, schema_source, schema_name, schema_sha256,
+                                     output_schema, output_mode)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (tier, model, db.redact(prompt) if prompt else prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
-             stream_sha256),
+             stream_sha256, *(_contract_values(contract))),
         )
         return cast(int, cur.lastrowid)
+
+
+def _contract_values(spec: OutputSpec | None) -> tuple[str | None, ...]:
+    if spec is None:
+        return (None, None, None, None, None)
+    return (spec.source, spec.name, spec.sha256, spec.canonical, spec.mode)
 
 
 async def set_launch(db: Database, pk: int, *, cwd: str, chain_id: int, argv: list[str], system_prompt: str) -> None:
@@ -148,16 +159,6 @@ async def delete_session(db: Database, pk: int) -> None:
     async with db.write() as conn:
         await conn.execute("DELETE FROM events WHERE session_pk = ?", (pk,))
         await conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
-
-
-async def set_output_contract(db: Database, pk: int, *, source: str, name: str | None, sha256: str, schema: str,
-                              mode: str) -> None:
-    """The output contract the session runs with (issue #11): where the schema came from, the
-    canonical schema itself (kept even if its registry name is deleted later) and its hash."""
-    async with db.write() as conn:
-        await conn.execute(
-            "UPDATE sessions SET schema_source = ?, schema_name = ?, schema_sha256 = ?, output_schema = ?,"
-            " output_mode = ? WHERE id = ?", (source, name, sha256, schema, mode, pk))
 
 
 async def set_escalated_to(db: Database, parent: int, child: int) -> None:

@@ -122,9 +122,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
                                             output_mode=spec.mode)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
-                                      trigger=req.trigger, parent_session_id=req.parent_pk)
-    await sessions.set_output_contract(db, rec.session_pk, source=spec.source, name=spec.name, sha256=spec.sha256,
-                                       schema=spec.canonical, mode=spec.mode)
+                                      trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
 

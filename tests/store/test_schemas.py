@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.output.spec import canonical_json, schema_sha256
+from app.output.spec import OutputSpec, canonical_json, schema_sha256
+from app.output.validate import OutputValidator
 from app.store import schemas, sessions
 
 SCHEMA = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
@@ -38,9 +39,8 @@ async def test_the_hash_is_of_canonical_json_whatever_the_key_order(db):
 
 async def test_sessions_keep_their_schema_after_the_name_is_deleted(db):
     row = await schemas.create_schema(db, name="keep", schema=SCHEMA)
-    pk = await sessions.create_session(db, tier=1, trigger="manual")
-    await sessions.set_output_contract(db, pk, source="named", name="keep", sha256=row["sha256"],
-                                       schema=canonical_json(SCHEMA), mode="native")
+    spec = OutputSpec(validator=OutputValidator(SCHEMA), source="named", name="keep")
+    pk = await sessions.create_session(db, tier=1, trigger="manual", contract=spec)
     assert (await schemas.get_schema(db, "keep"))["used_by"] == 1
     await schemas.delete_schema(db, "keep")
     stored = await sessions.get_session(db, pk)
