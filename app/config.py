@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
 from app.paths import DB_NAME, DEFAULT_SCHEMA_PATH, PROMPTS_DIR, default_home
-from app.vocab import MAX_TIER, MIN_TIER
+from app.vocab import FIRST_MODEL_TIER, MAX_TIER, MIN_TIER, PROBE_TIER
 
 __all__ = [
     "ENV_FILE",
@@ -45,8 +46,12 @@ READ_ONLY_TOOLS = (
 )
 
 
+PROBE_MODEL = "tierops-probe"  # the model name tier 0 sessions carry
+
+
 class TierConfig(BaseModel):
     tier: int
+    command: list[str]  # the executable and its leading arguments: [claude] or the probe (tier 0)
     model: str
     allowed_tools: list[str]
     disallowed_tools: list[str]
@@ -114,7 +119,8 @@ class Settings(BaseSettings):
         "The CLI blocks even read-only commands (cat, tail, grep) outside these, whatever the allow rules say.",
     )
     max_tier: int = Field(
-        MAX_TIER, ge=MIN_TIER, le=MAX_TIER, description="Highest tier an escalation chain may reach."
+        MAX_TIER, ge=MIN_TIER, le=MAX_TIER, description="Highest tier an escalation chain may reach (0: the probe "
+        "only, no language model ever runs)."
     )
     interval: int = Field(3600, ge=10, description="Seconds between scheduled cycles (first cycle at start).")
     cron: str = Field("", description="Cron expression for cycles instead of TIEROPS_INTERVAL, e.g. '*/30 * * * *'.")
@@ -141,6 +147,21 @@ class Settings(BaseSettings):
         0.0, ge=0, description="Stop escalating once a chain has cost this much (0 = no limit)."
     )
     kill_grace: float = Field(10.0, ge=0, description="Seconds between SIGTERM and SIGKILL when a session is stopped.")
+    # -- probe and incidents (issue #12) -----------------------------------------------------
+    checks: Path | None = Field(
+        None, description="The checks file (YAML inventory, schemas/checks.json). When set, tier 0 (`tierops probe`, "
+        "no language model, $0) starts every scheduled cycle on the file's interval, the language-model tiers run "
+        "only when it escalates, and they are given the inventory. Also --checks.")
+    escalate_after: int = Field(
+        12, ge=0, description="An incident already escalated is escalated again once it has recurred this many more "
+        "cycles (unless acknowledged or silenced); 0 = only when it opens or worsens.")
+    flap_count: int = Field(
+        3, ge=1, description="A check whose incidents open and resolve more than this many times within "
+        "TIEROPS_FLAP_WINDOW is marked flapping and escalated once.")
+    flap_window: int = Field(3600, ge=60, description="Seconds of the flapping window (TIEROPS_FLAP_COUNT).")
+    probe_timeout: int = Field(
+        660, ge=5, description="Seconds before a tier 0 run is killed: a safety net, since its checks run at once and "
+        "each has its own timeout in the checks file (at most 10 minutes).")
     # -- dashboard and API (issue #4) --------------------------------------------------------
     token: SecretStr | None = Field(
         None, description="Bearer token for the API and the dashboard login. Required to bind to a non-loopback "
@@ -187,6 +208,13 @@ class Settings(BaseSettings):
         # Absolute from the start: a later chdir (the CLI runs in a session folder) changes nothing.
         self.home = (self.home or default_home()).expanduser().absolute()
         self.db = (self.db.expanduser().absolute() if self.db is not None else self.home / DB_NAME)
+        if self.checks is not None:
+            self.checks = self.checks.expanduser().absolute()
+
+    @property
+    def first_tier(self) -> int:
+        """Where cycles start: tier 0 (the probe) when a checks file is set (issue #12), else 1."""
+        return PROBE_TIER if self.checks is not None else FIRST_MODEL_TIER
 
     @property
     def state_dir(self) -> Path:
@@ -214,7 +242,16 @@ class Settings(BaseSettings):
 
     def tier(self, n: int) -> TierConfig:
         """The configuration of tier ``n`` (``MIN_TIER``..``MAX_TIER``)."""
+        command = [self.claude_bin]
         match n:
+            case 0:
+                # The probe: this interpreter running this package (issue #12), so it needs no
+                # `tierops` on the CLI's PATH. Without a checks file it reports that as its failure.
+                command = [sys.executable, "-m", "app", "probe"]
+                if self.checks is not None:
+                    command += ["--checks", str(self.checks)]
+                model, allowed, disallowed = PROBE_MODEL, "", ""
+                timeout, max_turns, prompt_file = self.probe_timeout, 0, PROMPTS_DIR / "tier0-probe.md"
             case 1:
                 model, allowed, disallowed = self.tier1_model, self.tier1_allowed_tools, self.tier1_disallowed_tools
                 timeout, max_turns, prompt_file = self.tier1_timeout, self.tier1_max_turns, self.tier1_prompt_file
@@ -228,6 +265,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"no tier {n}: tiers are {MIN_TIER}..{MAX_TIER}")
         return TierConfig(
             tier=n,
+            command=command,
             model=model,
             allowed_tools=_split(allowed),
             disallowed_tools=_split(disallowed),

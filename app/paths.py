@@ -27,8 +27,10 @@ from pathlib import Path
 
 __all__ = [
     "BUNDLED_DIR",
+    "CHECKS_SCHEMA_PATH",
     "DB_NAME",
     "DEFAULT_SCHEMA_PATH",
+    "PACKAGE_ROOT",
     "PROMPTS_DIR",
     "default_home",
 ]
@@ -45,7 +47,10 @@ def _bundled_dir() -> Path:
 
 BUNDLED_DIR = _bundled_dir()
 DEFAULT_SCHEMA_PATH = BUNDLED_DIR / "schemas" / "agent-response.json"
+CHECKS_SCHEMA_PATH = BUNDLED_DIR / "schemas" / "checks.json"  # the checks file (issue #12)
 PROMPTS_DIR = BUNDLED_DIR / "prompts"
+# The folder holding the ``app`` package (site-packages, or the checkout): PYTHONPATH of the probe.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "tierops.db"
 
 

@@ -48,14 +48,23 @@ class ServiceStatus(StrEnum):
     UNREACHABLE = "unreachable"
 
 
+class IncidentStatus(StrEnum):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
 class AttemptKind(StrEnum):
     STREAM = "stream"  # the first CLI run of a session
     RESUME = "resume"  # an output-recovery --resume
 
 
-MIN_TIER = 1
+PROBE_TIER = 0  # issue #12: deterministic checks (`tierops probe`), no language model
+MIN_TIER = PROBE_TIER
+FIRST_MODEL_TIER = 1
 MAX_TIER = 3
 TIERS = tuple(range(MIN_TIER, MAX_TIER + 1))
+MODEL_TIERS = tuple(range(FIRST_MODEL_TIER, MAX_TIER + 1))  # the tiers that run the claude CLI
 
 
 def values(enum: type[StrEnum]) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from app.config import (
 )
 from app.errors import ConfigError, TierOpsError
 from app.paths import BUNDLED_DIR, DEFAULT_SCHEMA_PATH, default_home
-from app.vocab import MAX_TIER, MIN_TIER, TIERS
+from app.vocab import MAX_TIER, MIN_TIER, MODEL_TIERS
 
 TIER_DEFAULTS = {
     1: ("haiku", 600, 30, "tier1-observe.md"),
@@ -42,13 +43,28 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_settings_is_a_plain_class_with_every_tier_field_declared() -> None:
     assert Settings.__module__ == "app.config" and Settings.__name__ == "Settings"
-    for n in TIERS:
+    for n in MODEL_TIERS:
         for field in TIER_FIELDS:
             assert f"tier{n}_{field}" in Settings.model_fields, (n, field)
     assert not hasattr(config, "_CoreSettings")
 
 
-@pytest.mark.parametrize("n", TIERS)
+def test_tier0_is_the_probe_of_the_checks_file(tmp_path: Path) -> None:
+    """Issue #12: tier 0 runs this interpreter's ``-m app probe`` with the checks file, its own
+    timeout, no tools; cycles start there only when a checks file is set."""
+    assert Settings().first_tier == 1
+    checks = tmp_path / "checks.yaml"
+    s = Settings(checks=checks, probe_timeout=42)
+    assert s.first_tier == 0 and s.checks == checks.absolute()
+    cfg = s.tier(0)
+    assert cfg.command == [sys.executable, "-m", "app", "probe", "--checks", str(checks.absolute())]
+    assert (cfg.model, cfg.timeout, cfg.allowed_tools, cfg.max_turns) == ("tierops-probe", 42, [], 0)
+    assert cfg.prompt_file == PROMPTS_DIR / "tier0-probe.md" and cfg.prompt_file.is_file()
+    assert Settings().tier(0).command == [sys.executable, "-m", "app", "probe"]
+    assert Settings(claude_bin="/opt/claude").tier(2).command == ["/opt/claude"]
+
+
+@pytest.mark.parametrize("n", MODEL_TIERS)
 def test_tier_defaults(n: int) -> None:
     model, timeout, turns, prompt = TIER_DEFAULTS[n]
     cfg = Settings().tier(n)
@@ -75,7 +91,7 @@ def test_tier_out_of_range(n: int) -> None:
         Settings().tier(n)
 
 
-@pytest.mark.parametrize("n", TIERS)
+@pytest.mark.parametrize("n", MODEL_TIERS)
 def test_tier_fields_come_from_their_environment_variables(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     monkeypatch.setenv(f"TIEROPS_TIER{n}_MODEL", f"model-{n}")
     monkeypatch.setenv(f"TIEROPS_TIER{n}_ALLOWED_TOOLS", "Read, Bash(ls -l, -a)")
@@ -85,10 +101,11 @@ def test_tier_fields_come_from_their_environment_variables(monkeypatch: pytest.M
     monkeypatch.setenv(f"TIEROPS_TIER{n}_PROMPT_FILE", f"/etc/tierops/p{n}.md")
     settings = Settings()
     assert settings.tier(n) == TierConfig(
-        tier=n, model=f"model-{n}", allowed_tools=["Read", "Bash(ls -l, -a)"], disallowed_tools=["Edit"],
+        tier=n, command=["claude"], model=f"model-{n}", allowed_tools=["Read", "Bash(ls -l, -a)"],
+        disallowed_tools=["Edit"],
         timeout=100 + n, max_turns=10 + n, prompt_file=Path(f"/etc/tierops/p{n}.md"),
     )
-    for other in TIERS:  # the variables of one tier leave the others alone
+    for other in MODEL_TIERS:  # the variables of one tier leave the others alone
         if other != n:
             assert settings.tier(other).model == TIER_DEFAULTS[other][0]
 

@@ -164,3 +164,24 @@ def test_the_clock_check_catches_a_clock_that_went_backwards():
     assert ahead.status == "fail" and "went backwards" in ahead.detail
     assert check_clock(None, lambda: 0.0).status == "fail"  # 1970
     assert check_clock("not a time", lambda: now).status == "ok"
+
+
+def test_the_checks_file_is_validated_and_makes_a_missing_cli_a_warning(tmp_path):
+    """Issue #12: a usable checks file is ok (with its size); a broken one fails with the first
+    problem; with a checks file, a missing CLI and credentials are warnings (tier 0 still runs)."""
+    good = tmp_path / "checks.yaml"
+    good.write_text("interval: 2m\nchecks:\n  - {name: port, service: db, tcp: '127.0.0.1:5432'}\n")
+    env = {"TIEROPS_CHECKS": str(good), "TIEROPS_CLAUDE_BIN": str(tmp_path / "no-claude")}
+    out = doctor(tmp_path, env=env)
+    found = lines_by_check(out.stdout)
+    assert found["checks file"][0] == "ok" and "1 check(s), 0 host(s), every 120 s" in found["checks file"][1]
+    assert found["claude CLI"][0] == "warn" and "tier 0" in found["claude CLI"][1]
+    assert found["credentials"][0] == "warn"
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("checks:\n  - {name: port, service: db, tpc: '127.0.0.1:5432'}\n")
+    out = doctor(tmp_path, env={**env, "TIEROPS_CHECKS": str(bad)})
+    status, detail = lines_by_check(out.stdout)["checks file"]
+    assert status == "fail" and f"{bad}:2:" in detail and "tierops checks validate" in detail
+    assert out.returncode == 1

@@ -43,8 +43,9 @@ REPO = Path(__file__).resolve().parents[1]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 # What the wheel is built from: the same list as the Dockerfile's wheels stage and .dockerignore.
 SOURCES = ("pyproject.toml", "README.md", "app", "prompts", "schemas")
-PROMPTS = ("tier1-observe.md", "tier2-investigate.md", "tier3-remediate.md")
+PROMPTS = ("tier0-probe.md", "tier1-observe.md", "tier2-investigate.md", "tier3-remediate.md")
 SCHEMA = "agent-response.json"
+SCHEMAS = (SCHEMA, "checks.json")
 STARTUP_S = 30
 SESSION_S = 30
 
@@ -154,8 +155,9 @@ def test_wheel_ships_bundled_prompts_schema_templates_and_static_files(wheel: Pa
         for name in PROMPTS:
             assert f"app/bundled/prompts/{name}" in infos
             assert zf.read(f"app/bundled/prompts/{name}") == (REPO / "prompts" / name).read_bytes()
-        assert f"app/bundled/schemas/{SCHEMA}" in infos
-        assert zf.read(f"app/bundled/schemas/{SCHEMA}") == (REPO / "schemas" / SCHEMA).read_bytes()
+        for name in SCHEMAS:
+            assert f"app/bundled/schemas/{name}" in infos
+            assert zf.read(f"app/bundled/schemas/{name}") == (REPO / "schemas" / name).read_bytes()
         web = REPO / "app" / "web"
         expected = [p for p in (*web.glob("templates/*.html"), *web.glob("static/*")) if p.is_file()]
         assert any(p.suffix == ".html" for p in expected) and any(p.parent.name == "static" for p in expected)
@@ -255,6 +257,28 @@ def test_run_one_session_against_the_fake_cli(installed: Installed, tmp_path: Pa
     rows = json.loads(installed.run(env, "sessions", "--json").stdout)
     assert [(r["id"], r["status"]) for r in rows] == [(link["id"], "completed")]
     assert (home / "sessions" / str(link["id"])).is_dir()
+
+
+def test_tier0_cycle_from_the_example_checks_file(installed: Installed, tmp_path: Path) -> None:
+    """Issue #12: the probe runs from the installed package (not the checkout) in a session folder,
+    validates the shipped example, and a failing check opens an incident with no claude CLI."""
+    home = tmp_path / "state"
+    env = installed.env(home, TIEROPS_CLAUDE_BIN=str(tmp_path / "no-claude"))
+    example = REPO / "examples" / "checks.yaml"
+    valid = installed.run(env, "checks", "validate", str(example))
+    assert valid.returncode == 0, valid.stderr
+    checks = tmp_path / "checks.yaml"
+    checks.write_text("checks:\n  - {name: closed, service: demo, tcp: '127.0.0.1:9', timeout: 2s}\n"
+                      "  - {name: resolver, service: dns, dns: localhost}\n", encoding="utf-8")
+    done = installed.run(env, "run", "--checks", str(checks), "--json")
+    _no_traceback(done.stderr)
+    assert done.returncode == 0, done.stderr
+    [link] = json.loads(done.stdout)
+    assert (link["tier"], link["status"], link["cost_usd"]) == (0, "completed", 0)
+    assert "check:closed" in link["attention"] and "claude CLI not found" in link["attention"]
+    listed = installed.run(env, "incidents", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(i["key"], i["status"]) for i in json.loads(listed.stdout)] == [("check:closed", "open")]
 
 
 def test_serve_on_all_interfaces_without_a_token_is_refused(installed: Installed, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from app.output import contract
-from app.vocab import TIERS, Level, ServiceStatus, SessionStatus, Source, values
+from app.vocab import MODEL_TIERS, TIERS, Level, ServiceStatus, SessionStatus, Source, values
 
 
 def _check_list(table_sql: str, column: str) -> tuple[str, ...]:
@@ -51,4 +51,4 @@ def test_the_output_schema_uses_the_same_words():
 
 def test_members_are_their_strings():
     assert SessionStatus.RUNNING == "running" and f"{SessionStatus.FAILED}" == "failed"
-    assert TIERS == (1, 2, 3)
+    assert TIERS == (0, 1, 2, 3) and MODEL_TIERS == (1, 2, 3)

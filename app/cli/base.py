@@ -81,7 +81,8 @@ def try_settings(**overrides: Any) -> Settings:
 _warned = False
 
 
-def load_settings(ctx: click.Context | None = None, *, home: str | None = None, db: str | None = None) -> Settings:
+def load_settings(ctx: click.Context | None = None, *, home: str | None = None, db: str | None = None,
+                  checks: str | None = None) -> Settings:
     """Settings from flags > environment > ``.env`` > defaults; exits 2 with one line if invalid."""
     global _warned
     if not _warned:  # once per process, even when a command loads settings twice
@@ -92,7 +93,7 @@ def load_settings(ctx: click.Context | None = None, *, home: str | None = None, 
         home = home or ctx.params.get("home")
         db = db or ctx.params.get("db")
     try:
-        return try_settings(home=home, db=db)
+        return try_settings(home=home, db=db, checks=checks)
     except CommandError as exc:
         fail(str(exc))
 

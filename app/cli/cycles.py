@@ -28,16 +28,29 @@ from app.config import Settings
 from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.errors import TierOpsError
 from app.output.validate import OutputValidator
+from app.probe.inventory import InventoryError, load_inventory
 from app.store.rows import ChainLink
-from app.supervisor.chain import base_prompt
+from app.supervisor.chain import base_prompt, tier0_problem
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
 
-def _supervisor_parts(home: str | None, db: str | None) -> tuple[Settings, OutputValidator]:
-    settings = load_settings(home=home, db=db)
+def _supervisor_parts(home: str | None, db: str | None, checks: str | None = None) -> tuple[Settings, OutputValidator]:
+    settings = load_settings(home=home, db=db, checks=checks)
+    if settings.checks is not None:  # refuse a broken checks file before anything starts (issue #12)
+        try:
+            load_inventory(settings.checks)
+        except InventoryError as exc:
+            click.echo(str(exc), err=True)
+            fail(f"the checks file {settings.checks} has {len(exc.problems)} problem(s); "
+                 "fix them (`tierops checks validate`) or unset TIEROPS_CHECKS")
     return settings, load_validator(settings.schema_file)
+
+
+checks_option = click.option(
+    "--checks", "checks", metavar="FILE", type=click.Path(dir_okay=False),
+    help="The checks file (or $TIEROPS_CHECKS): tier 0 runs its checks, the tiers get it as their inventory.")
 
 
 def _render_chain(chain: list[ChainLink]) -> str:
@@ -53,6 +66,8 @@ def _render_chain(chain: list[ChainLink]) -> str:
             lines.append(f"  escalated to session {s['escalated_to']}: {s['escalation_reason'] or ''}")
         if s["attention"]:
             lines.append(f"  NEEDS HUMAN ATTENTION: {s['attention']}")
+        if s["escalation_gate"]:
+            lines.append(f"  {s['escalation_gate']}")
     total = sum(s["cost_usd"] or 0 for s in chain)
     lines.append(f"chain: {len(chain)} session(s), ${total:.4f}")
     return "\n".join(lines)
@@ -61,8 +76,9 @@ def _render_chain(chain: list[ChainLink]) -> str:
 @main.command()
 @state_options
 @json_option
-@click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER), default=MIN_TIER, show_default=True,
-              help="Tier to start the chain at.")
+@click.option("--tier", type=click.IntRange(MIN_TIER, MAX_TIER), default=None,
+              help="Tier to start the chain at: 0 (the probe) with a checks file, else 1 by default.")
+@checks_option
 @click.option("--prompt", "prompt", help="Extra operator request appended to the tier prompt.")
 @click.option("--schema", "schema_file", metavar="FILE",
               help="A JSON Schema the first session's output must follow (wins over --schema-name).")
@@ -72,14 +88,17 @@ def _render_chain(chain: list[ChainLink]) -> str:
                    "prompt, JSON read from the final text (default: $TIEROPS_OUTPUT_MODE).")
 @click.option("--max-retries", type=click.IntRange(0, 10), default=None,
               help="Resumes asking again for valid output (default: $TIEROPS_OUTPUT_MAX_RETRIES).")
-def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str | None, schema_file: str | None,
-        schema_name: str | None, output_mode: str | None, max_retries: int | None) -> None:
+def run(home: str | None, db: str | None, as_json: bool, tier: int | None, checks: str | None, prompt: str | None,
+        schema_file: str | None, schema_name: str | None, output_mode: str | None, max_retries: int | None) -> None:
     """Run one escalation chain now and print it. Refused at once while another cycle runs."""
     from app.supervisor.scheduler import Supervisor
 
-    settings, validator = _supervisor_parts(home, db)
+    settings, validator = _supervisor_parts(home, db, checks)
+    tier = settings.first_tier if tier is None else tier
     if tier > settings.max_tier:
         fail(f"--tier {tier} is above TIEROPS_MAX_TIER={settings.max_tier}")
+    if (problem := tier0_problem(settings, tier, custom_contract=bool(schema_file or schema_name or output_mode))):
+        fail(problem)
     try:  # a prompt file that cannot be read is a setting to fix, said before anything is created
         base_prompt(settings, tier, None)
     except TierOpsError as exc:
@@ -111,12 +130,14 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int, prompt: str 
 
 @main.command()
 @state_options
+@checks_option
 @click.option("--once", is_flag=True, help="Run one scheduled cycle and exit.")
-def supervise(home: str | None, db: str | None, once: bool) -> None:
-    """Run cycles every TIEROPS_INTERVAL seconds (or on TIEROPS_CRON), first one at start."""
+def supervise(home: str | None, db: str | None, checks: str | None, once: bool) -> None:
+    """Run cycles every TIEROPS_INTERVAL seconds (or on TIEROPS_CRON, or the checks file's
+    interval, starting at tier 0), first one at start."""
     from app.supervisor.scheduler import Supervisor
 
-    settings, validator = _supervisor_parts(home, db)
+    settings, validator = _supervisor_parts(home, db, checks)
 
     async def go() -> None:
         async with await open_store(settings) as store:
@@ -138,11 +159,12 @@ def supervise(home: str | None, db: str | None, once: bool) -> None:
 @state_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (non-loopback needs a token).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
-def serve(home: str | None, db: str | None, host: str, port: int) -> None:
+@checks_option
+def serve(home: str | None, db: str | None, host: str, port: int, checks: str | None) -> None:
     """Serve the dashboard and REST API, and run the scheduled cycles (unless TIEROPS_SCHEDULE=false)."""
     from app.web.app import serve as serve_app
 
-    settings, _ = _supervisor_parts(home, db)
+    settings, _ = _supervisor_parts(home, db, checks)
     try:
         serve_app(settings, host, port)
     except TierOpsError as exc:

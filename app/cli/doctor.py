@@ -31,6 +31,7 @@ from app.cli.base import CommandError, emit_json, json_option, main, state_optio
 from app.config import ENV_FILE, Settings, unknown_settings
 from app.errors import TierOpsError
 from app.output.validate import OutputValidator, SchemaLoadError
+from app.probe.inventory import InventoryError, load_inventory
 from app.store.inspect import inspect_database
 from app.supervisor.runner import CLINotFound, child_env, resolve_binary
 from app.units import human_bytes
@@ -189,9 +190,27 @@ def check_credentials(settings: Settings) -> Check:
                                         "environment; TierOps passes it to the CLI and never stores it")
 
 
-def check_checks_file() -> Check:
-    # The inventory (checks file) is not part of TierOps yet; say so rather than pretend to check it.
-    return Check("checks file", "skip", "no checks file support in this version")
+def check_checks_file(settings: Settings) -> Check:
+    """The inventory (issue #12): loads and validates like `tierops checks validate`."""
+    if settings.checks is None:
+        return Check("checks file", "skip", "none (TIEROPS_CHECKS): cycles start at tier 1, a language model, "
+                                            "with no inventory; see examples/checks.yaml")
+    try:
+        inv = load_inventory(settings.checks)
+    except InventoryError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return Check("checks file", "fail", f"{len(exc.problems)} problem(s) in {settings.checks}, first: {first}; "
+                                            "see `tierops checks validate`")
+    every = f", every {inv.interval_s:g} s" if inv.interval_s else f", every TIEROPS_INTERVAL={settings.interval} s"
+    return Check("checks file", "ok", f"{settings.checks}: {len(inv.checks)} check(s), {len(inv.hosts)} host(s){every}")
+
+
+def _probe_only(check: Check) -> Check:
+    """With a checks file, a missing CLI or credential stops the language-model tiers only: tier 0
+    still monitors (issue #12), so it is a warning, not a failure."""
+    if check.status != "fail":
+        return check
+    return Check(check.name, "warn", check.detail + "; tier 0 (the checks file) still runs, escalations cannot")
 
 
 def check_disk(settings: Settings) -> Check:
@@ -228,9 +247,11 @@ def run_checks(home: str | None, db: str | None) -> list[Check]:
     if settings is None:
         return checks
     db_check, newest = check_database(settings)
+    cli, credentials = check_cli(settings), check_credentials(settings)
+    if settings.checks is not None:
+        cli, credentials = _probe_only(cli), _probe_only(credentials)
     checks += [check_state_dir(settings), db_check, check_schema(settings), check_prompts(settings),
-               check_cli(settings), check_credentials(settings), check_checks_file(), check_disk(settings),
-               check_clock(newest)]
+               cli, credentials, check_checks_file(settings), check_disk(settings), check_clock(newest)]
     return checks
 
 
@@ -238,7 +259,7 @@ def run_checks(home: str | None, db: str | None) -> list[Check]:
 @state_options
 @json_option
 def doctor(home: str | None, db: str | None, as_json: bool) -> None:
-    """Check the CLI, credentials, state directory, database, schema, prompts, disk and clock.
+    """Check the CLI, credentials, state directory, database, schema, prompts, checks file, disk and clock.
 
     One line per check (ok / warn / fail / skip); exit 1 if any fails. Changes nothing.
     """

@@ -87,7 +87,7 @@ def ingest(file: str, home: str | None, db: str | None, schema: str | None, tier
 def format_report(r: SessionReport) -> str:
     lines = []
     head = f"session {r['id']} (CLI {r['session_id'] or 'unknown'})"
-    if r["tier"]:
+    if r["tier"] is not None:
         head += f" tier {r['tier']}"
     head += f": {r['status']}"
     if r["degraded"]:
@@ -163,7 +163,7 @@ def sessions(home: str | None, db: str | None, as_json: bool, status: str | None
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
         flags = " degraded" if s["degraded"] else ""
         parent = f" parent={s['parent_session_id']}" if s["parent_session_id"] else ""
-        return (f"{s['id']:>5}  {s['started_at']}  tier {s['tier'] or '-'}  {s['status']:<11}{flags}  "
+        return (f"{s['id']:>5}  {s['started_at']}  tier {s['tier'] if s['tier'] is not None else '-'}  {s['status']:<11}{flags}  "
                 f"source={s['source'] or '-'}  {cost}  {s['session_id'] or '-'}{parent}")
 
     _list_command(lambda store: session_store.list_sessions(store, status=status, tier=tier, limit=limit),

@@ -25,6 +25,7 @@ class Event(_Model):
     level: Level
     service: str | None = None
     message: str = Field(min_length=1)
+    key: str | None = Field(None, min_length=1, max_length=200)  # issue #12: the incident it belongs to
 
 
 class Memory(_Model):
@@ -43,6 +44,9 @@ class ServiceCheck(_Model):
     name: str = Field(min_length=1)
     status: ServiceStatus
     detail: str | None = None
+    check: str | None = None  # issue #12: an inventory check (the probe sets these three)
+    service: str | None = None
+    latency_ms: float | None = None
 
 
 class AgentResponse(_Model):

@@ -244,4 +244,74 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX memories_replaced_by ON memories (replaced_by)
         """,
     ),
+    (
+        "0007_incidents",
+        """
+        -- Incidents (issue #12): findings with a life. One row per episode of a problem, keyed by
+        -- key (check:NAME for a probe check, or the key a model gave, or service + normalised
+        -- message). At most one unresolved incident per key (incidents_one_open).
+        CREATE TABLE incidents (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL,
+            service TEXT,
+            check_name TEXT,                        -- the probe check, for check:NAME keys
+            origin TEXT NOT NULL,                   -- probe | agent
+            status TEXT NOT NULL DEFAULT 'open'
+                CHECK (status IN ('open', 'acknowledged', 'resolved')),
+            severity TEXT NOT NULL,                 -- info | warning | critical: the highest while open
+            title TEXT NOT NULL,                    -- the first finding
+            evidence TEXT,                          -- the latest finding
+            opened_at TEXT NOT NULL,
+            last_seen_at TEXT NOT NULL,
+            occurrences INTEGER NOT NULL DEFAULT 1, -- cycles it was seen failing
+            last_chain_id INTEGER,                  -- the cycle that last counted an occurrence
+            first_session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+            last_session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+            escalations INTEGER NOT NULL DEFAULT 0,
+            escalated_at TEXT,
+            escalated_occurrences INTEGER,          -- occurrences when it was last escalated
+            flapping INTEGER NOT NULL DEFAULT 0,
+            acknowledged_at TEXT,
+            acknowledged_by TEXT,
+            silenced_until TEXT,
+            silenced_by TEXT,
+            resolved_at TEXT,
+            resolved_by TEXT,                       -- auto, or who resolved it by hand
+            duration_s REAL,                        -- opened to resolved
+            note TEXT                               -- the last operator note
+        );
+        CREATE UNIQUE INDEX incidents_one_open ON incidents (key) WHERE status != 'resolved';
+        CREATE INDEX incidents_status ON incidents (status, last_seen_at);
+        CREATE INDEX incidents_key ON incidents (key, opened_at);
+        -- Per check and probe run: what /metrics and an incident's timeline show.
+        CREATE TABLE probe_results (
+            id INTEGER PRIMARY KEY,
+            session_pk INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            check_name TEXT NOT NULL,
+            service TEXT,
+            status TEXT NOT NULL,                   -- healthy | degraded | down | unreachable
+            latency_ms REAL,
+            detail TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX probe_results_session ON probe_results (session_pk);
+        CREATE INDEX probe_results_check ON probe_results (check_name, id);
+        -- What touched an incident, in order: sessions, probe results, escalations, operators.
+        CREATE TABLE incident_timeline (
+            id INTEGER PRIMARY KEY,
+            incident_id INTEGER NOT NULL REFERENCES incidents(id) ON DELETE CASCADE,
+            at TEXT NOT NULL,
+            kind TEXT NOT NULL,                     -- opened | seen | worsened | flapping | escalated | resolved | acknowledged | silenced | reopened-silence
+            session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+            probe_result_id INTEGER REFERENCES probe_results(id) ON DELETE SET NULL,
+            actor TEXT,
+            detail TEXT
+        );
+        CREATE INDEX incident_timeline_incident ON incident_timeline (incident_id, id);
+        CREATE INDEX incident_timeline_session ON incident_timeline (session_pk);
+        CREATE INDEX incident_timeline_probe ON incident_timeline (probe_result_id);
+        -- Why a tier-0 request to escalate was not acted on (the incident was already escalated).
+        ALTER TABLE sessions ADD COLUMN escalation_gate TEXT
+        """,
+    ),
 ]

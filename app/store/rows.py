@@ -16,7 +16,7 @@ JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", 
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
                           "body", "output_schema"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
-                          "valid"})
+                          "valid", "flapping"})
 
 
 def decode(row: sqlite3.Row) -> dict[str, Any]:
@@ -120,6 +120,7 @@ class SessionRow(SessionListRow):
     output_schema: Any
     output_mode: str | None
     output_via: str | None
+    escalation_gate: str | None  # issue #12: why tier 0's request to escalate was not acted on
 
 
 class ChainLink(TypedDict):
@@ -139,6 +140,7 @@ class ChainLink(TypedDict):
     parent_session_id: int | None
     escalation_needed: bool | None
     escalation_reason: str | None
+    escalation_gate: str | None
     attention: str | None
     cost_usd: float | None
     input_tokens: int | None
@@ -280,3 +282,68 @@ class SchemaRow(TypedDict):
     sha256: str
     created_at: str
     used_by: int  # sessions that ran with this schema (by hash)
+
+
+class IncidentRow(TypedDict):
+    """An incident (issue #12), every column of ``incidents``."""
+
+    id: int
+    key: str
+    service: str | None
+    check_name: str | None
+    origin: str
+    status: str
+    severity: str
+    title: str
+    evidence: str | None
+    opened_at: str
+    last_seen_at: str
+    occurrences: int
+    last_chain_id: int | None
+    first_session_pk: int | None
+    last_session_pk: int | None
+    escalations: int
+    escalated_at: str | None
+    escalated_occurrences: int | None
+    flapping: bool
+    acknowledged_at: str | None
+    acknowledged_by: str | None
+    silenced_until: str | None
+    silenced_by: str | None
+    resolved_at: str | None
+    resolved_by: str | None
+    duration_s: float | None
+    note: str | None
+
+
+class TimelineRow(TypedDict):
+    """One thing that touched an incident, with the session's tier and the probe result if any."""
+
+    id: int
+    at: str
+    kind: str
+    session_pk: int | None
+    tier: int | None
+    actor: str | None
+    detail: str | None
+    check_name: str | None
+    check_status: str | None
+    latency_ms: float | None
+
+
+class ProbeResultRow(TypedDict):
+    id: int
+    session_pk: int
+    check_name: str
+    service: str | None
+    status: str
+    latency_ms: float | None
+    detail: str | None
+    created_at: str
+
+
+class IncidentCount(TypedDict):
+    service: str | None
+    severity: str
+    status: str
+    count: int

@@ -172,6 +172,13 @@ async def set_attention(db: Database, pk: int, why: str) -> None:
         await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?", (why, pk))
 
 
+async def set_escalation_gate(db: Database, pk: int, why: str) -> None:
+    """Why the session's request to escalate was not acted on (issue #12: its incidents were
+    already escalated, acknowledged or silenced)."""
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET escalation_gate = ? WHERE id = ?", (why, pk))
+
+
 async def interrupt_running(db: Database, reason: str) -> int:
     """Mark every supervised session still ``running`` as ``interrupted``; returns how many."""
     async with db.write() as conn:

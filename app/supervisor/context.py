@@ -13,9 +13,10 @@ from typing import Any
 
 from app.store import memories
 from app.store.db import Database
-from app.store.rows import CheckRow
+from app.store.rows import CheckRow, IncidentRow
 
 ROLES = {
+    0: "tier 0 (probe): the deterministic checks of the inventory; no language model",
     1: "tier 1 (observe): read-only checks; never change anything",
     2: "tier 2 (investigate): find root causes and apply only safe, reversible fixes",
     3: "tier 3 (remediate): full remediation with backups, one change at a time",
@@ -77,7 +78,22 @@ def handoff_block(parent: Mapping[str, Any], checks: Sequence[CheckRow], chain: 
     return "\n\n".join(parts)
 
 
-def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None) -> str:
+def incidents_block(escalating: Sequence[tuple[IncidentRow, str]]) -> str:
+    """The incidents that made the previous tier escalate (issue #12), with the keys to report
+    them under, so the model's findings update these incidents instead of opening new ones."""
+    if not escalating:
+        return ""
+    lines = [f"- key `{row['key']}`: incident #{row['id']}, {row['severity']}, service {row['service'] or '-'}, "
+             f"open since {row['opened_at']} ({row['occurrences']} cycle(s)); escalated because {why}. "
+             f"Latest evidence: {(row['evidence'] or '')[:600]}" for row, why in escalating]
+    return ("## Incidents behind this escalation\n" + "\n".join(lines) +
+            "\nWhen an event of yours is about one of these, set its `key` to the incident's key.")
+
+
+def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None, inventory: str | None = None,
+                  incidents: str | None = None) -> str:
+    """``inventory``: the checks file as text (issue #12), given to the language-model tiers;
+    ``incidents``: :func:`incidents_block` of the escalation that started this tier."""
     parts = [
         f"You are TierOps {ROLES.get(tier, f'tier {tier}')}. Tiers above you: "
         f"{'none — you are the last automated tier; anything you cannot fix goes to a human' if tier >= max_tier else f'up to tier {max_tier}'}.",
@@ -85,6 +101,10 @@ def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None) 
     ]
     if handoff:
         parts.append(handoff)
+    if incidents:
+        parts.append(incidents)
+    if inventory:
+        parts.append(inventory)
     if memories:
         parts.append(memories)
     return "\n\n".join(parts)

@@ -63,10 +63,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import fcntl
-import functools
 import logging
 import os
 import shutil
@@ -80,6 +78,7 @@ from pathlib import Path
 
 import psutil
 
+from app import children
 from app.errors import CLIError  # also imported from here by callers (session)
 from app.stream.reader import aiter_line_batches
 from app.tasks import spawn
@@ -166,21 +165,23 @@ def stdin_bytes(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def build_argv(binary: str, *, prompt: str, model: str, wire_schema: str | None, system_prompt: str,
+def build_argv(binary: str | Sequence[str], *, prompt: str, model: str, wire_schema: str | None, system_prompt: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
                add_dirs: Sequence[str] = (), resume: str | None = None, prompt_on_stdin: bool = False,
                system_prompt_file: str | None = None) -> list[str]:
     """The command line. ``prompt_on_stdin``: no prompt argument (the caller writes the prompt to
     stdin, reference §2). ``system_prompt_file``: ``--append-system-prompt-file`` instead of the
     inline ``--append-system-prompt`` (the file holds ``system_prompt``). ``wire_schema`` None:
-    no ``--json-schema`` (prompted output mode, issue #11: the schema is in the prompt)."""
+    no ``--json-schema`` (prompted output mode, issue #11: the schema is in the prompt).
+    ``binary`` may be a command with leading arguments (tier 0: ``python -m app probe --checks F``)."""
+    head = [binary] if isinstance(binary, str) else list(binary)
     if prompt_on_stdin:
-        argv = [binary, "-p"]  # -p without a prompt argument reads it from stdin
+        argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
     else:
         if prompt.startswith("-"):
             # The CLI's parser would read a leading dash as an option (and fail or misparse).
             prompt = " " + prompt
-        argv = [binary, "-p", prompt]  # prompt right after -p: variadic options cannot swallow it
+        argv = [*head, "-p", prompt]  # prompt right after -p: variadic options cannot swallow it
     if resume:
         argv += ["--resume", resume]
     if add_dirs:
@@ -235,40 +236,9 @@ def resolve_binary(binary: str, path: str | None) -> str:
     return found
 
 
-# --- parent-death signal (Linux) ---------------------------------------------------------------
+# --- parent-death signal (Linux): app/children.py ----------------------------------------------
 
-PR_SET_PDEATHSIG = 1
-_SIGKILL = int(signal.SIGKILL)
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    """libc's ``prctl``, resolved once here so the forked child only calls it (see the docstring)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent(parent: int) -> None:
-    """``preexec_fn`` (runs in the forked child, before ``execve``; kept after it): SIGKILL when
-    the supervisor dies. If the supervisor died between ``fork`` and here, no signal will ever
-    come: exit instead of running unsupervised."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def pdeathsig_supported() -> bool:
-    return _PRCTL is not None
+pdeathsig_supported = children.pdeathsig_supported
 
 
 # --- pipes ---------------------------------------------------------------------------------------
@@ -382,7 +352,7 @@ class RunningProcess:
                 binary, *launch.argv[1:], cwd=str(launch.cwd), env=launch.env,
                 stdin=asyncio.subprocess.DEVNULL if launch.stdin is None else asyncio.subprocess.PIPE,
                 stdout=out.write_fd, stderr=err.write_fd, start_new_session=True,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()) if _PRCTL is not None else None,
+                preexec_fn=children.die_with_parent(),
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise CLINotFound(launch.argv[0]) from exc
@@ -408,7 +378,7 @@ class RunningProcess:
 
         pump_task = spawn(pump(), f"cli-{pid}-stdout")
         err_task = spawn(self._read_stderr(err.reader), f"cli-{pid}-stderr")
-        exit_task = spawn(_exited(proc), f"cli-{pid}-exit")
+        exit_task = spawn(children.exited(proc), f"cli-{pid}-exit")
         stop_task = spawn(self._stop_requested.wait(), f"cli-{pid}-stop")
         tasks = [pump_task, err_task, exit_task, stop_task]
         if proc.stdin is not None and launch.stdin is not None:
@@ -507,7 +477,7 @@ class RunningProcess:
                     log.warning("SIGTERM sent to process group %d; SIGKILL in %g s if it does not exit", pgid, grace)
                     killed.append(pgid)
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(_exited(proc), timeout=grace)
+                    await asyncio.wait_for(children.exited(proc), timeout=grace)
             still_running = proc.returncode is None
             if _signal_group(pgid, signal.SIGKILL):
                 if still_running:
@@ -542,23 +512,6 @@ def _identity(pid: int) -> ProcessIdentity:
     except psutil.Error:
         start = None  # already gone (and reaped): nothing left to recognise
     return ProcessIdentity(pid=pid, pgid=pid, start_time=start)
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> int:
-    """The exit status, as soon as the child exited. ``proc.wait()`` started before the exit also
-    waits for every pipe asyncio owns to close (CPython 3.11: stdin when the prompt is written to
-    it), so it races a poll of ``returncode`` (set at exit). The usual case returns with
-    ``wait()``, at once."""
-    waiter = spawn(proc.wait(), f"cli-{proc.pid}-wait")
-    try:
-        while proc.returncode is None:
-            done, _ = await asyncio.wait({waiter}, timeout=0.05)
-            if done:
-                break
-        return proc.returncode  # type: ignore[return-value]
-    finally:
-        if not waiter.done():
-            waiter.cancel()
 
 
 def _group_members(pgid: int) -> list[int]:

@@ -2,7 +2,8 @@
 
 * A cycle is one escalation chain (``chain.run_chain``). The first scheduled cycle starts at once,
   then every ``TIEROPS_INTERVAL`` seconds (measured start to start), or at the times of
-  ``TIEROPS_CRON`` when set. A cycle that overruns its slot delays the next one; none is stacked.
+  ``TIEROPS_CRON`` when set. With a checks file (issue #12) scheduled cycles start at tier 0 (the
+  probe) and the file's ``interval``, when it has one, replaces ``TIEROPS_INTERVAL``. A cycle that overruns its slot delays the next one; none is stacked.
 * Exclusivity: an asyncio lock inside the process and an ``flock`` on ``STATE_DIR/cycle.lock``
   between processes (``tierops run`` while ``tierops supervise`` works). A second trigger is
   refused at once with :class:`CycleBusy` naming the holder — it never waits, never runs two.
@@ -44,6 +45,7 @@ from app.errors import CycleBusy
 from app.logs import oneline
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
+from app.probe.inventory import InventoryError, load_inventory
 from app.store import processes
 from app.store.db import Database
 from app.store.rows import ChainLink
@@ -51,7 +53,7 @@ from app.supervisor.chain import run_chain
 from app.supervisor.hub import Hub
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
-from app.vocab import SessionStatus, Trigger
+from app.vocab import FIRST_MODEL_TIER, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -215,14 +217,14 @@ class Supervisor:
             self._running = False
             self._file_lock.release()
 
-    async def run_cycle(self, *, tier: int = 1, prompt: str | None = None,
+    async def run_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None,
                         trigger: str = Trigger.MANUAL, spec: OutputSpec | None = None) -> list[ChainLink]:
         """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running.
         ``spec``: the first session's output contract (issue #11; None: the default)."""
         self._claim(f"{trigger} cycle from tier {tier}")
         return await self._run_claimed(tier, prompt, trigger, spec)
 
-    async def start_cycle(self, *, tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
+    async def start_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None, trigger: str = Trigger.MANUAL,
                           wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None) -> CycleStart:
         """Start a cycle in the background and wait until its first session exists (the one
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
@@ -280,10 +282,24 @@ class Supervisor:
             nxt: datetime = croniter(self.settings.cron, now).get_next(datetime)
             delay = (nxt - now).total_seconds()
         else:
-            delay = self.settings.interval - (time.monotonic() - started)
+            delay = self.cycle_interval() - (time.monotonic() - started)
         delay = max(0.0, delay)
         self.next_run_at = datetime.fromtimestamp(time.time() + delay, UTC)
         return delay
+
+    def cycle_interval(self) -> float:
+        """Seconds between scheduled cycles: the checks file's ``interval`` when it sets one (read
+        again every cycle, so an edit takes effect without a restart; issue #12), else
+        ``TIEROPS_INTERVAL``."""
+        if self.settings.checks is not None:
+            try:
+                interval = load_inventory(self.settings.checks).interval_s
+            except InventoryError as exc:  # the probe session reports it in full, as its failure
+                log.warning("checks file: %s; cycles keep TIEROPS_INTERVAL=%d s", oneline(exc), self.settings.interval)
+                return float(self.settings.interval)
+            if interval is not None:
+                return float(interval)
+        return float(self.settings.interval)
 
     async def run_forever(self, *, cycles: int | None = None) -> None:
         """Scheduled cycles until cancelled (or ``cycles`` have run). With an interval the first
@@ -295,7 +311,7 @@ class Supervisor:
         while cycles is None or done < cycles:
             started = time.monotonic()
             try:
-                await self.run_cycle(trigger=Trigger.SCHEDULE)
+                await self.run_cycle(tier=self.settings.first_tier, trigger=Trigger.SCHEDULE)
             except CycleBusy as exc:
                 log.warning("scheduled cycle skipped: %s", exc)
             except Exception:  # a broken cycle must not stop the schedule; logged here, once

@@ -43,6 +43,7 @@ from app.logs import oneline
 from app.output.extract import format_section, recovery_section
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
+from app.paths import PACKAGE_ROOT
 from app.store import processes, sessions
 from app.store.db import Database
 from app.supervisor.context import recovery_prompt
@@ -59,7 +60,7 @@ from app.supervisor.runner import (
     too_long_for_argv,
 )
 from app.tasks import spawn
-from app.vocab import AttemptKind, SessionStatus
+from app.vocab import PROBE_TIER, AttemptKind, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,8 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         home.mkdir(parents=True, exist_ok=True)
         rec.cwd = str(cwd)
         env = child_env(home, settings.allowed_env())
+        if req.tier == PROBE_TIER:
+            env["PYTHONPATH"] = str(PACKAGE_ROOT)  # the probe runs this package, installed or not (issue #12)
         # Issue #11: native mode hands the schema to the CLI (--json-schema, its StructuredOutput
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
@@ -156,7 +159,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             ``--append-system-prompt`` (reference §8); a prompt too long for the command line
             goes to stdin."""
             on_stdin = too_long_for_argv(prompt)
-            argv = build_argv(settings.claude_bin, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
+            argv = build_argv(cfg.command, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
                               system_prompt=req.system_prompt, allowed_tools=cfg.allowed_tools,
                               disallowed_tools=cfg.disallowed_tools, max_turns=cfg.max_turns,
                               add_dirs=settings.read_dirs(), resume=resume, prompt_on_stdin=on_stdin,

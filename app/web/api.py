@@ -8,16 +8,14 @@ and state conflicts are 409.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -35,10 +33,11 @@ from app.store import schemas as schema_store
 from app.store import sessions as session_store
 from app.store.memories import MemoryConflict
 from app.store.rows import SessionRow
+from app.supervisor.chain import tier0_problem
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
-from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
+from app.web import incidents_api
+from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
 from app.web.limits import (
-    API_BODY_MAX_BYTES,
     MEMORY_CATEGORY_MAX,
     MEMORY_DEFAULT_CONFIDENCE,
     MEMORY_SERVICE_MAX,
@@ -64,13 +63,10 @@ from app.web.results import result_body
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=BaseModel)
-
-
 # strict: a JSON string is not a number and 0 is not false (the OpenAPI types are the only ones accepted)
 class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    tier: int = Field(MIN_TIER, ge=MIN_TIER, le=MAX_TIER)
+    tier: int | None = Field(None, ge=MIN_TIER, le=MAX_TIER)  # None: 0 with a checks file, else 1 (issue #12)
     prompt: str | None = Field(None, max_length=PROMPT_MAX_CHARS)
     # Issue #11: the output contract of the first session (inline > named > the default).
     output_schema: dict[str, Any] | None = None
@@ -157,41 +153,6 @@ def _limit(request: Request, bounds: tuple[int, int, int]) -> int:
     return int_param(request, "limit", default, minimum=low, maximum=high)
 
 
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";")[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-async def _body(request: Request, model: type[M], *, required: bool = True) -> M:
-    """The JSON body as ``model``. A request without ``Content-Type`` is read as JSON (scripts);
-    another declared media type is 415. No body at all is ``{}`` when the body is optional."""
-    ctype = request.headers.get("content-type")
-    if ctype is not None and not _is_json(ctype):
-        raise ApiError(415, "unsupported_media_type",
-                       f"the request body must be application/json, not {ctype.split(';')[0].strip()!r}")
-    raw = await read_body(request, API_BODY_MAX_BYTES)
-    if not raw.strip():
-        if required:
-            raise ApiError(422, "invalid_body", "a JSON object body is required")
-        raw = b"{}"
-    try:
-        data = json.loads(raw, parse_constant=_no_constant)
-    except ValueError as exc:
-        raise ApiError(422, "invalid_json", f"request body is not JSON: {exc}") from None
-    except RecursionError:
-        raise ApiError(422, "invalid_json", "request body is not JSON we accept: nested too deeply") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [{"path": "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]),
-                     "message": e["msg"]} for e in exc.errors()]
-        raise ApiError(422, "invalid_body", problems) from None
-
-
 async def _session_or_404(request: Request) -> SessionRow:
     pk = path_int(request)
     row = await session_store.get_session(state(request).db, pk)
@@ -250,10 +211,14 @@ async def stop(request: Request) -> Response:
 async def runs(request: Request) -> Response:
     """Start a chain; answer with its first session as soon as it exists (Supervisor.start_cycle).
     An output contract that cannot be used is refused (422) before anything starts."""
-    req = await _body(request, RunRequest, required=False)
+    req = await json_body(request, RunRequest, required=False)
     st = state(request)
-    if req.tier > st.settings.max_tier:
-        raise ApiError(422, "invalid_body", f"tier {req.tier} is above TIEROPS_MAX_TIER={st.settings.max_tier}")
+    tier = st.settings.first_tier if req.tier is None else req.tier
+    if tier > st.settings.max_tier:
+        raise ApiError(422, "invalid_body", f"tier {tier} is above TIEROPS_MAX_TIER={st.settings.max_tier}")
+    if (problem := tier0_problem(st.settings, tier, custom_contract=req.output_schema is not None
+                                 or req.output_schema_name is not None or req.output_mode is not None)):
+        raise ApiError(422, "invalid_body", problem)
     try:
         spec = await resolve_spec(st.db, st.validator, st.settings, inline=req.output_schema,
                                   name=req.output_schema_name, mode=req.output_mode,
@@ -261,7 +226,7 @@ async def runs(request: Request) -> Response:
     except ContractError as exc:
         raise ApiError(422, "invalid_output_schema", exc.detail) from None
     try:
-        started = await st.supervisor.start_cycle(tier=req.tier, prompt=req.prompt, trigger=Trigger.MANUAL,
+        started = await st.supervisor.start_cycle(tier=tier, prompt=req.prompt, trigger=Trigger.MANUAL,
                                                   spec=spec)
     except CycleBusy as exc:
         raise ApiError(409, "cycle_running", str(exc)) from None
@@ -270,7 +235,7 @@ async def runs(request: Request) -> Response:
     if started.session_pk is None:
         raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
     pk = started.session_pk
-    started_body: RunStarted = {"id": pk, "tier": req.tier, "status": SessionStatus.RUNNING}
+    started_body: RunStarted = {"id": pk, "tier": tier, "status": SessionStatus.RUNNING}
     return JSONResponse(started_body, status_code=202, headers={"location": f"/api/v1/sessions/{pk}"})
 
 
@@ -278,7 +243,7 @@ async def schemas(request: Request) -> Response:
     """GET: the registry; POST: store a new named schema (checked first; 409 if the name exists)."""
     st = state(request)
     if request.method == "POST":
-        body = await _body(request, SchemaCreate)
+        body = await json_body(request, SchemaCreate)
         try:
             check_schema(body.schema_, st.settings, what=f"schema {body.name!r}")
             row = await schema_store.create_schema(st.db, name=body.name, schema=body.schema_,
@@ -324,7 +289,7 @@ def _active_param(request: Request) -> bool | None:
 async def memories(request: Request) -> Response:
     db = state(request).db
     if request.method == "POST":
-        body = await _body(request, MemoryCreate)
+        body = await json_body(request, MemoryCreate)
         try:
             row = await memory_store.create_memory(db, **body.model_dump())
         except MemoryConflict as exc:
@@ -344,7 +309,7 @@ async def memory(request: Request) -> Response:
         if not await memory_store.delete_memory(db, pk):
             raise ApiError(404, "not_found", f"no memory {pk}")
         return Response(status_code=204)
-    body = await _body(request, MemoryPatch)
+    body = await json_body(request, MemoryPatch)
     try:
         row = await memory_store.update_memory(db, pk, body.model_dump(exclude_unset=True))
     except MemoryConflict as exc:
@@ -393,5 +358,10 @@ routes = [
     Route("/memories/{id}", _documented("/memories/{id}", memory), methods=["PATCH", "DELETE"]),
     Route("/schemas", _documented("/schemas", schemas), methods=["GET", "POST"]),
     Route("/schemas/{name}", _documented("/schemas/{name}", schema), methods=["GET", "DELETE"]),
+    Route("/incidents", _documented("/incidents", incidents_api.incidents)),
+    Route("/incidents/{id}", _documented("/incidents/{id}", incidents_api.incident)),
+    Route("/incidents/{id}/ack", _documented("/incidents/{id}/ack", incidents_api.ack), methods=["POST"]),
+    Route("/incidents/{id}/resolve", _documented("/incidents/{id}/resolve", incidents_api.resolve), methods=["POST"]),
+    Route("/incidents/{id}/silence", _documented("/incidents/{id}/silence", incidents_api.silence), methods=["POST"]),
     Route("/openapi.json", openapi),
 ]

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -37,11 +38,13 @@ from app.logs import AccessLog
 from app.output.validate import OutputValidator
 from app.redact import install_log_redaction, redactor_for
 from app.store import dashboard
+from app.store import incidents as incident_store
 from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
-from app.web import api, pages, schema_pages, streams
+from app.vocab import ServiceStatus
+from app.web import api, incident_pages, pages, schema_pages, streams
 from app.web.auth import (
     COOKIE,
     COOKIE_MAX_AGE,
@@ -67,6 +70,16 @@ class Metrics:
         self.lines = Gauge("tierops_ingest_lines_total", "Stream lines stored", registry=self.registry)
         self.sse = Gauge("tierops_sse_clients", "Open SSE subscriptions", registry=self.registry)
         self.busy = Gauge("tierops_cycle_running", "1 while a cycle runs", registry=self.registry)
+        # issue #12: incidents and the probe's checks
+        self.incidents = Gauge("tierops_incidents_open", "Unresolved incidents", ["service", "severity", "status"],
+                               registry=self.registry)
+        check = ["check", "service"]
+        self.check_up = Gauge("tierops_probe_check_up", "1 when the check's last result was healthy, else 0",
+                              check, registry=self.registry)
+        self.check_latency = Gauge("tierops_probe_check_latency_seconds", "Latency of the check's last result",
+                                   check, registry=self.registry)
+        self.check_time = Gauge("tierops_probe_check_timestamp_seconds", "Unix time of the check's last result",
+                                check, registry=self.registry)
 
     async def render(self, st: WebState) -> bytes:
         self.sessions.clear()
@@ -76,7 +89,23 @@ class Metrics:
         self.lines.set(await dashboard.total_lines(st.db))
         self.sse.set(st.hub.subscriber_count)
         self.busy.set(int(st.supervisor.busy))
+        await self._incidents(st)
         return generate_latest(self.registry)
+
+    async def _incidents(self, st: WebState) -> None:
+        """Label sets come from the database: cleared each scrape, so a resolved incident's or a
+        removed check's series disappears."""
+        for gauge in (self.incidents, self.check_up, self.check_latency, self.check_time):
+            gauge.clear()
+        for c in await incident_store.counts(st.db):
+            self.incidents.labels(c["service"] or "", c["severity"], c["status"]).set(c["count"])
+        for r in await incident_store.latest_probe_results(st.db):
+            labels = (r["check_name"], r["service"] or "")
+            self.check_up.labels(*labels).set(int(r["status"] == ServiceStatus.HEALTHY))
+            if r["latency_ms"] is not None:
+                self.check_latency.labels(*labels).set(r["latency_ms"] / 1000)
+            when = datetime.fromisoformat(r["created_at"].replace("Z", "+00:00"))
+            self.check_time.labels(*labels).set(when.timestamp())
 
 
 async def healthz(request: Request) -> Response:
@@ -186,6 +215,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         *streams.routes,
         *pages.routes,
         *schema_pages.routes,
+        *incident_pages.routes,
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]
     app = Starlette(

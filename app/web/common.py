@@ -1,15 +1,17 @@
 """Helpers every web module shares: app state access, errors, query and path parameters, and
 the one request-body reader (forms and the API), which stops reading as soon as a body is over
-its limit."""
+its limit, and the JSON body parser every API module uses."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -19,6 +21,7 @@ from app.output.validate import OutputValidator
 from app.store.db import Database
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
+from app.web.limits import API_BODY_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -124,3 +127,41 @@ def path_int(request: Request, name: str = "id") -> int:
     if not 0 <= value <= SQLITE_MAX_INT:  # beyond SQLite's integers: cannot exist (and would overflow)
         raise ApiError(404, "not_found", f"no such {name}")
     return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+async def json_body(request: Request, model: type[M], *, required: bool = True) -> M:
+    """The JSON body as ``model``. A request without ``Content-Type`` is read as JSON (scripts);
+    another declared media type is 415. No body at all is ``{}`` when the body is optional."""
+    ctype = request.headers.get("content-type")
+    if ctype is not None and not _is_json(ctype):
+        raise ApiError(415, "unsupported_media_type",
+                       f"the request body must be application/json, not {ctype.split(';')[0].strip()!r}")
+    raw = await read_body(request, API_BODY_MAX_BYTES)
+    if not raw.strip():
+        if required:
+            raise ApiError(422, "invalid_body", "a JSON object body is required")
+        raw = b"{}"
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_json", f"request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(422, "invalid_json", "request body is not JSON we accept: nested too deeply") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [{"path": "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]),
+                     "message": e["msg"]} for e in exc.errors()]
+        raise ApiError(422, "invalid_body", problems) from None

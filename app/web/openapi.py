@@ -20,8 +20,17 @@ from collections.abc import Sequence
 from typing import Any, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
 
 from app import __version__
-from app.store.rows import EventRow, MemoryRow, SchemaRow, SessionListRow, SessionRow
-from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, values
+from app.store.incidents import NOTE_MAX, OPERATOR_MAX, UNTIL_HELP
+from app.store.rows import (
+    EventRow,
+    IncidentRow,
+    MemoryRow,
+    SchemaRow,
+    SessionListRow,
+    SessionRow,
+    TimelineRow,
+)
+from app.vocab import MAX_TIER, MIN_TIER, IncidentStatus, Level, SessionStatus, values
 from app.web.limits import (
     API_BODY_MAX_BYTES,
     MEMORY_CATEGORY_MAX,
@@ -43,6 +52,15 @@ ACTIVITY_LIMIT = (500, 1, 5000)
 EVENTS_LIMIT = (100, 1, 1000)
 MEMORIES_LIMIT = (200, 1, 2000)
 SCHEMAS_LIMIT = (200, 1, 500)
+INCIDENTS_LIMIT = (100, 1, 1000)
+
+# Incidents (issue #12, app/web/incidents_api.py): the status filter ("unresolved": open and
+# acknowledged), the operator's name (one line) and the shape of a silence's end, which
+# app.store.incidents.parse_until then reads (a duration, or an ISO time with its zone).
+INCIDENT_FILTERS = (*values(IncidentStatus), "unresolved")
+OPERATOR_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+UNTIL_PATTERN = r"^([0-9]{1,9}[mhd]|[0-9]{4}-[0-9]{2}-[0-9]{2}[T ].+)$"
+UNTIL_MAX = 64
 
 
 # --- response shapes the handlers build (beyond the store's rows) --------------------------
@@ -113,6 +131,12 @@ class ResultBody(TypedDict):
     result_data: NotRequired[Any]
     result_text: NotRequired[str | None]
     failure: NotRequired[ValidationFailure]
+
+
+class IncidentDetail(IncidentRow):
+    """An incident with its timeline (the latest 500 entries, oldest first)."""
+
+    timeline: Sequence[TimelineRow]
 
 
 class RunStarted(TypedDict):
@@ -252,10 +276,17 @@ def _memory_properties(*, defaults: bool) -> dict[str, Any]:
             "confidence": confidence, "active": active}
 
 
+def _incident_action_properties() -> dict[str, Any]:
+    """IncidentAction's fields (IncidentSilence adds ``until``)."""
+    return {"note": {"type": ["string", "null"], "maxLength": NOTE_MAX},
+            "by": {"type": ["string", "null"], "maxLength": OPERATOR_MAX, "pattern": OPERATOR_PATTERN,
+                   "description": "Who acts (recorded with how the request was authenticated)"}}
+
+
 RESPONSE_SCHEMAS: dict[str, Any] = {
     "Session": SessionListRow, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
     "Result": ResultBody, "RunStarted": RunStarted, "StopAccepted": StopAccepted, "Event": EventRow,
-    "Memory": MemoryRow, "Schema": SchemaRow,
+    "Memory": MemoryRow, "Schema": SchemaRow, "Incident": IncidentRow, "IncidentDetail": IncidentDetail,
 }
 
 
@@ -265,7 +296,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "TierOps API", "version": __version__,
-                 "description": "Sessions, events, memories and runs of TierOps. With TIEROPS_TOKEN set, send "
+                 "description": "Sessions, events, memories, incidents and runs of TierOps. With TIEROPS_TOKEN set, send "
                                 "'Authorization: Bearer <token>'. Errors are {error, detail}. Request bodies are "
                                 f"JSON of at most {API_BODY_MAX_BYTES} bytes (413 beyond)."},
         "servers": [{"url": "/api/v1"}],
@@ -292,6 +323,12 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                  "properties": _memory_properties(defaults=True)},
                 "MemoryPatch": {"type": "object", "additionalProperties": False,
                                 "properties": _memory_properties(defaults=False)},
+                "IncidentAction": {"type": "object", "additionalProperties": False,
+                                   "properties": _incident_action_properties()},
+                "IncidentSilence": {"type": "object", "additionalProperties": False, "required": ["until"],
+                                    "properties": {**_incident_action_properties(), "until": {
+                                        "type": "string", "minLength": 1, "maxLength": UNTIL_MAX,
+                                        "pattern": UNTIL_PATTERN, "description": f"{UNTIL_HELP}; at most 90 days"}}},
                 **{name: json_schema(tp) for name, tp in RESPONSE_SCHEMAS.items()},
             },
         },
@@ -339,6 +376,20 @@ def document(*, token_required: bool) -> dict[str, Any]:
                 "get": _op("One named output schema", _ok("Schema"), auth=auth, params=[_NAME], errors=("404",)),
                 "delete": _op("Forget a name (sessions keep the schema they ran with)", _ok(None, "deleted"),
                               status="204", auth=auth, params=[_NAME], errors=("404",))},
+            "/incidents": {"get": _op("List incidents, latest activity first", _ok("Incident", array=True),
+                                      auth=auth, params=[_enum_q("status", INCIDENT_FILTERS), _text_q("service"),
+                                                         _int_q("limit", INCIDENTS_LIMIT), _int_q("offset")])},
+            "/incidents/{id}": {"get": _op("One incident with its timeline", _ok("IncidentDetail"), auth=auth,
+                                           params=[_ID], errors=("404",))},
+            "/incidents/{id}/ack": {"post": _op("Acknowledge an open incident (it stops re-escalating)",
+                                                _ok("Incident"), auth=auth, params=[_ID], body="IncidentAction",
+                                                body_required=False, errors=("404", "409"))},
+            "/incidents/{id}/resolve": {"post": _op("Resolve an incident by hand", _ok("Incident"), auth=auth,
+                                                    params=[_ID], body="IncidentAction", body_required=False,
+                                                    errors=("404", "409"))},
+            "/incidents/{id}/silence": {"post": _op("No escalation for this incident's key until a time",
+                                                    _ok("Incident"), auth=auth, params=[_ID], body="IncidentSilence",
+                                                    errors=("404", "409"))},
             "/openapi.json": {"get": {"summary": "This document", "security": [],
                                       "responses": {"200": {"description": "ok", "content": {
                                           "application/json": {"schema": {"type": "object"}}}},

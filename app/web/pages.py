@@ -26,10 +26,12 @@ from starlette.routing import Route
 from app.clock import utcnow
 from app.errors import CycleBusy
 from app.store import attempts, chains, dashboard, findings
+from app.store import incidents as incident_store
 from app.store import memories as memory_store
 from app.store import sessions as session_store
 from app.store.activity import transcript_page
 from app.store.memories import MemoryConflict
+from app.supervisor.chain import tier0_problem
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 SESSIONS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
 MEMORIES_PER_PAGE = 200
+OVERVIEW_INCIDENTS = 20
 TRANSCRIPT_ROWS = 200  # rendering costs ~0.2 ms a row (bench/pages.py); "earlier lines" pages back
 
 
@@ -104,7 +107,12 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
     chain_id = await chains.latest_chain_id(db)
     chain = await chains.chain_links(db, chain_id) if chain_id is not None else []
     sup = st.supervisor
+    # Issue #12: the overview leads with what is broken now, worst first, then most recent.
+    unresolved = await incident_store.list_incidents(db, status="unresolved", limit=OVERVIEW_INCIDENTS + 1)
     return {
+        "incidents": sorted(unresolved[:OVERVIEW_INCIDENTS],
+                            key=lambda i: -incident_store.SEVERITY_RANK.get(i["severity"], 1)),
+        "more_incidents": len(unresolved) > OVERVIEW_INCIDENTS,
         "chain": chain,
         "chain_cost": sum(s["cost_usd"] or 0 for s in chain),
         "checks": await findings.latest_checks(db),
@@ -115,11 +123,12 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "next_run_at": sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None,
         "schedule": getattr(st.settings, "schedule", None),
         "cron": st.settings.cron,
-        "interval": st.settings.interval,
+        "interval": int(st.supervisor.cycle_interval()),
+        "probe_only": st.settings.checks is not None,  # issue #12: without the CLI, tier 0 still runs
         "max_tier": st.settings.max_tier,
         "cli_error": _cli_problem(request),
         "run_error": None,
-        "form": {"tier": str(MIN_TIER), "prompt": ""},
+        "form": {"tier": str(st.settings.first_tier), "prompt": ""},
     }
 
 
@@ -131,15 +140,18 @@ async def run_now(request: Request) -> Response:
     """The Run Now form: the same start as POST /api/v1/runs (Supervisor.start_cycle)."""
     st = state(request)
     form = await read_form(request)
-    tier_text = form.get("tier", str(MIN_TIER)).strip() or str(MIN_TIER)
+    first = str(st.settings.first_tier)
+    tier_text = form.get("tier", first).strip() or first
     prompt = form.get("prompt", "").strip()
     try:
         tier = int(tier_text)
     except ValueError:
-        tier = 0
+        tier = -1
     error, status = None, 422
     if not MIN_TIER <= tier <= st.settings.max_tier:
         error = f"Tier must be a number from {MIN_TIER} to {st.settings.max_tier}."
+    elif (problem := tier0_problem(st.settings, tier)):
+        error = problem
     elif len(prompt) > PROMPT_MAX_CHARS:
         error = f"The prompt is too long ({len(prompt):,} characters; at most {PROMPT_MAX_CHARS:,})."
     elif "\x00" in prompt:
@@ -217,6 +229,7 @@ async def session_page(request: Request) -> Response:
         "attempts": attempt_rows,
         "failure": failure_of(s, attempt_rows),
         "checks": await findings.session_checks(st.db, pk),
+        "incidents": await incident_store.session_incidents(st.db, pk),
         "events": [render_event_row(e) for e in await findings.list_events(st.db, session=pk, limit=200)],
         "chain": chain if len(chain) > 1 else [],
         "structured": render_json(s["structured_output"], session_pk=pk) if s["structured_output"] is not None

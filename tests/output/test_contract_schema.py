@@ -214,10 +214,11 @@ def test_capture_outputs_agree(validator: OutputValidator):
 
 FULL = {
     "summary": "Disk on web-1 at 91%.",
-    "events": [{"level": "warning", "service": "web-1", "message": "/var 91% used"}],
+    "events": [{"level": "warning", "service": "web-1", "message": "/var 91% used", "key": "check:disk_web1"}],
     "memories": [{"key": "web-1:disk", "value": "grows ~1%/day"}],
     "escalation": {"needed": True, "reason": "disk", "context": "/var 91%", "failed_checks": ["disk_web1"]},
-    "services_checked": [{"name": "web-1-disk", "status": "degraded", "detail": "/var 91%"}],
+    "services_checked": [{"name": "web-1-disk", "status": "degraded", "detail": "/var 91%", "check": "disk_web1",
+                          "service": "web-1", "latency_ms": 12.5}],
 }
 MINIMAL = {"summary": "", "events": [], "escalation": {"needed": False}, "services_checked": []}
 SAMPLES: list[Any] = [12345, 1.5, "text", True, None, [], {}]

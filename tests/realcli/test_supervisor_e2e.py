@@ -370,3 +370,48 @@ async def test_tier1_can_read_a_host_file_outside_its_cwd(claude_bin, fake_api, 
         assert results and results[0].get("is_error") is False, results[0]
         assert results[0]["content"] == "LAST-LOG-LINE-3d9e"
         assert json.loads(row["permission_denials"]) == []
+
+
+# --------------------------------------------------------------------------- issue #12
+
+
+async def test_tier0_probe_failure_escalates_once_to_the_real_cli_with_the_evidence(
+        claude_bin, fake_api, child_env, tmp_path) -> None:
+    """The probe finds a closed port; tier 1 (the real CLI) is started once with the incident's
+    key, its evidence and the inventory in the system prompt the model receives; a second failing
+    cycle runs the probe only."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    closed = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    checks = tmp_path / "checks.yaml"
+    checks.write_text(f"""\
+hosts:
+  - name: db-host-7f3a
+    ssh: ops@db-host-7f3a.internal
+checks:
+  - {{name: db-port, service: postgres, tcp: "127.0.0.1:{closed}", severity: critical, timeout: 3s}}
+  - {{name: resolver, service: dns, dns: localhost}}
+""", encoding="utf-8")
+    answer = {**HEALTHY, "events": [{"level": "critical", "service": "postgres", "key": "check:db-port",
+                                     "message": "postgres is not listening"}]}
+    fake_api.script(TIER1_MATCH, [structured(answer)])
+    settings = make_settings(claude_bin, tmp_path, checks=checks)
+
+    async with open_supervisor(settings) as (sup, db):
+        first = await sup.run_cycle(tier=0)
+        assert [(s["tier"], s["status"]) for s in first] == [(0, "completed"), (1, "completed")], first
+        second = await sup.run_cycle(tier=0)
+        assert [s["tier"] for s in second] == [0] and second[0]["escalation_gate"]
+        rows = await db.fetchall("SELECT key, status, occurrences, escalations FROM incidents")
+        # tier 1 reported under the incident's key: still one incident
+        assert [tuple(r) for r in rows] == [("check:db-port", "open", 2, 1)]
+
+    reqs = requests_of(fake_api, TIER1_MATCH)
+    assert len(reqs) == 1
+    system = FakeAnthropic.system_text(reqs[0])
+    assert "check:db-port" in system and f"127.0.0.1:{closed}" in system
+    assert "refused" in system.lower()  # the probe's evidence
+    assert "db-host-7f3a" in system and "ops@db-host-7f3a.internal" in system  # the inventory

@@ -115,7 +115,7 @@ def test_sessions_list_filters_and_paging(app_server):
 
 
 @pytest.mark.parametrize("query", [
-    "status=bogus", "status=RUNNING", "tier=0", "tier=4", "tier=abc", "tier=1.5", "limit=0", "limit=501",
+    "status=bogus", "status=RUNNING", "tier=-1", "tier=4", "tier=abc", "tier=1.5", "limit=0", "limit=501",
     "limit=-1", "limit=x", "offset=-1", "offset=1e-3", "offset=1e400", "limit=nan", f"offset={HUGE}", f"limit={'9' * 5000}",
 ])
 def test_sessions_list_rejects_bad_parameters(app_server, query):
@@ -304,7 +304,7 @@ def test_stop_refuses_sessions_that_are_not_running_here(app_server):
 
 @pytest.mark.parametrize("body", [
     {"json": {"tier": 7}}, {"json": {"tier": 0}}, {"json": {"tier": -1}}, {"json": {"tier": "x"}},
-    {"json": {"tier": 1.5}}, {"json": {"tier": 10**30}}, {"json": {"tier": None}},
+    {"json": {"tier": 1.5}}, {"json": {"tier": 10**30}}, {"json": {"tier": True}},
     {"json": {"tier": 1, "model": "opus"}}, {"json": {"prompt": 5}}, {"json": {"prompt": "x" * (PROMPT_MAX_CHARS + 1)}},
     {"content": b"tier=1"}, {"content": b"{"}, {"content": b"\xff\xfe\x00"}, {"content": b"[]"},
     {"content": b"null"}, {"content": b'"tier"'}, {"content": b"1" * 5000},
@@ -379,7 +379,7 @@ def test_run_now_shows_why_a_cycle_could_not_start(app_server, tmp_path):
 
 
 @pytest.mark.parametrize("tier, prompt, message", [
-    ("9", "", "Tier must be a number from 1 to 3."), ("x", "", "Tier must be a number"),
+    ("9", "", "Tier must be a number from 0 to 3."), ("x", "", "Tier must be a number"),
     ("1", "x" * (PROMPT_MAX_CHARS + 1), "The prompt is too long"),
 ])
 def test_run_now_refuses_what_post_runs_refuses(app_server, tier, prompt, message):

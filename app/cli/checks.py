@@ -1,0 +1,107 @@
+"""``tierops checks validate|list`` (the checks file) and the hidden ``tierops probe`` (tier 0,
+issue #12).
+
+``probe`` is what the supervisor starts for tier 0 in place of ``claude``: it takes the claude
+CLI's whole command line, so click must not parse it (no help option either: an appended system
+prompt starting with ``-h`` would print help). :mod:`app.probe.executor` picks ``--checks`` out of
+it and ignores the rest. ``checks validate`` reports every problem of a checks file as
+``FILE:LINE: message`` and exits 2; it needs no database.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from app.cli.base import CommandError, emit_json, fail, json_option, main, try_settings
+from app.probe import executor
+from app.probe.inventory import Inventory, InventoryError, load_inventory
+from app.probe.targets import format_duration
+
+
+@main.command("probe", hidden=True, add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def probe(args: tuple[str, ...]) -> None:
+    """Tier 0: run the checks of --checks FILE (or $TIEROPS_CHECKS) and print stream-json like the
+    claude CLI; every claude flag is accepted and ignored."""
+    if list(args) in (["--help"], ["-h"]):  # an operator asking, not a claude command line
+        click.echo("Usage: tierops probe --checks FILE [claude flags...]\n\n"
+                   "Tier 0: run the checks of FILE (or $TIEROPS_CHECKS) and print them as the claude CLI's "
+                   "stream-json. Try `tierops checks validate FILE` and `tierops checks list FILE`.")
+        return
+    sys.exit(executor.main(list(args)))
+
+
+@main.group()
+def checks() -> None:
+    """The checks file of tier 0 (the probe): TIEROPS_CHECKS, schemas/checks.json."""
+
+
+def _checks_file(file: str | None) -> Path:
+    if file:
+        return Path(file)
+    try:
+        configured = try_settings().checks
+    except CommandError as exc:
+        fail(str(exc))
+    if configured is None:
+        fail("no checks file: pass FILE or set TIEROPS_CHECKS")
+    return configured
+
+
+def _load(path: Path) -> Inventory:
+    """The inventory, or every problem as ``FILE:LINE: message`` on stderr and exit 2."""
+    try:
+        return load_inventory(path)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+
+
+@checks.command()
+@click.argument("file", metavar="FILE", required=False)
+@json_option
+def validate(file: str | None, as_json: bool) -> None:
+    """Check FILE (default $TIEROPS_CHECKS): exit 0, or 2 with one FILE:LINE: message per problem."""
+    path = _checks_file(file)
+    try:
+        inv = load_inventory(path)
+    except InventoryError as exc:
+        if as_json:
+            emit_json({"ok": False, "file": str(path),
+                       "problems": [{"line": p.line, "message": p.message} for p in exc.problems]})
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    interval = format_duration(inv.interval_s) if inv.interval_s is not None else None
+    if as_json:
+        emit_json({"ok": True, "file": str(path), "checks": len(inv.checks), "hosts": len(inv.hosts),
+                   "interval_s": inv.interval_s, "problems": []})
+        return
+    click.echo(f"{path}: {len(inv.checks)} checks, {len(inv.hosts)} hosts, "
+               + (f"interval {interval}" if interval else "no interval (the supervisor's schedule applies)"))
+
+
+@checks.command("list")
+@click.argument("file", metavar="FILE", required=False)
+@json_option
+def list_(file: str | None, as_json: bool) -> None:
+    """The checks of FILE (default $TIEROPS_CHECKS): name, service, kind, target, severity, timeout."""
+    inv = _load(_checks_file(file))
+    rows = [{"name": c.name, "service": c.service, "kind": c.kind, "target": c.shown_target,
+             "severity": c.severity.value, "timeout_s": c.timeout_s, "line": c.line} for c in inv.checks]
+    if as_json:
+        emit_json(rows)
+        return
+    table = [("NAME", "SERVICE", "KIND", "TARGET", "SEVERITY", "TIMEOUT")]
+    table += [(c.name, c.service, c.kind, _clip(c.shown_target, 60), c.severity.value, format_duration(c.timeout_s))
+              for c in inv.checks]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,243 @@
+"""``tierops incidents``: list incidents, show one with its timeline, and act on one (issue #12).
+
+A group of its own because an incident is the one record an operator *changes* from the command
+line: ``ack``, ``resolve`` and ``silence`` apply the same store actions as the API and the
+dashboard (``app/store/incidents.py``), recorded as ``<unix user> via CLI``; ``--until`` is read
+by the one parser they all share (:func:`app.store.incidents.parse_until`). Every command only
+uses an existing database (:func:`~app.cli.base.require_database`): there is nothing to list or
+act on in a new one. A missing incident or an action its state refuses is one error line, exit 2.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+
+from app.cli.base import (
+    emit_json,
+    json_option,
+    load_settings,
+    main,
+    open_store,
+    require_database,
+    state_options,
+)
+from app.cli.base import fail as _fail
+from app.cli.base import run_async as _run
+from app.clock import utcnow
+from app.store import incidents as incident_store
+from app.store.db import Database
+from app.store.incidents import NOTE_MAX, UNTIL_HELP, IncidentStateError, parse_until
+from app.store.rows import IncidentRow, TimelineRow
+from app.vocab import IncidentStatus, values
+
+T = TypeVar("T")
+
+STATUSES = ("unresolved", *values(IncidentStatus), "all")
+
+
+def _store_call(ctx: click.Context, home: str | None, db: str | None,
+                fn: Callable[[Database], Awaitable[T]]) -> T:
+    """``fn`` against the existing database (``--home``/``--db`` given here or on the group)."""
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    settings = load_settings(home=home or parent.get("home"), db=db or parent.get("db"))
+    require_database(settings)
+
+    async def go() -> T:
+        async with await open_store(settings) as store:
+            return await fn(store)
+
+    result: T = _run(go)
+    return result
+
+
+def _cli_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+        user = "unknown user"
+    return f"{user} via CLI"
+
+
+def _when(value: str | None) -> str:
+    return (value or "-")[:19].replace("T", " ")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, s = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {s:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def _flags(i: IncidentRow, now: str) -> str:
+    flags = ["flapping"] if i["flapping"] else []
+    if i["silenced_until"] and i["silenced_until"] > now:
+        flags.append(f"silenced until {_when(i['silenced_until'])}")
+    return ", ".join(flags)
+
+
+def format_list(rows: list[IncidentRow], now: str) -> str:
+    head = f"{'ID':>5}  {'SEVERITY':<8}  {'STATUS':<12}  {'OCC':>4}  {'ESC':>3}  {'LAST SEEN':<19}  {'SERVICE':<12}  KEY"
+    lines = [head]
+    for i in rows:
+        extra = "; ".join(x for x in (_flags(i, now), f"resolved after {_duration(i['duration_s'])}"
+                                      if i["status"] == IncidentStatus.RESOLVED else "") if x)
+        lines.append(f"{i['id']:>5}  {i['severity']:<8}  {i['status']:<12}  {i['occurrences']:>4}  "
+                     f"{i['escalations']:>3}  {_when(i['last_seen_at']):<19}  {(i['service'] or '-'):<12}  {i['key']}"
+                     + (f"  ({extra})" if extra else ""))
+    return "\n".join(lines)
+
+
+def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str) -> str:
+    lines = [f"incident {i['id']} ({i['key']}): {i['status']}, {i['severity']}"
+             + (f" [{_flags(i, now)}]" if _flags(i, now) else ""),
+             f"  title: {i['title']}",
+             f"  service: {i['service'] or '-'}, check: {i['check_name'] or '-'}, origin: {i['origin']}",
+             f"  opened {_when(i['opened_at'])}, last seen {_when(i['last_seen_at'])}, "
+             f"{i['occurrences']} occurrence(s), {i['escalations']} escalation(s)"]
+    if i["acknowledged_at"]:
+        lines.append(f"  acknowledged {_when(i['acknowledged_at'])} by {i['acknowledged_by'] or '-'}")
+    if i["silenced_until"]:
+        lines.append(f"  silenced until {_when(i['silenced_until'])} by {i['silenced_by'] or '-'}")
+    if i["resolved_at"]:
+        lines.append(f"  resolved {_when(i['resolved_at'])} by {i['resolved_by'] or '-'} "
+                     f"after {_duration(i['duration_s'])}")
+    if i["note"]:
+        lines.append(f"  note: {i['note']}")
+    if i["evidence"]:
+        lines.append("  evidence: " + "\n            ".join(i["evidence"].splitlines() or [""]))
+    lines.append("timeline:")
+    for t in timeline:
+        where = f"session {t['session_pk']}" + (f" (tier {t['tier']})" if t["tier"] is not None else "") \
+            if t["session_pk"] is not None else "-"
+        check = ""
+        if t["check_name"]:
+            latency = f" {t['latency_ms']:.0f} ms" if t["latency_ms"] is not None else ""
+            check = f"  {t['check_name']} {t['check_status']}{latency}"
+        who = f"  by {t['actor']}" if t["actor"] else ""
+        detail = f": {' '.join((t['detail'] or '').splitlines())}" if t["detail"] else ""
+        lines.append(f"  {_when(t['at'])}  {t['kind']:<12}  {where}{check}{who}{detail}")
+    return "\n".join(lines)
+
+
+@main.group(invoke_without_command=True)
+@state_options
+@json_option
+@click.option("--status", type=click.Choice(STATUSES), default="unresolved", show_default=True,
+              help="unresolved = open and acknowledged.")
+@click.option("--service", help="Only incidents of this service.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.pass_context
+def incidents(ctx: click.Context, home: str | None, db: str | None, as_json: bool, status: str, service: str | None,
+              limit: int) -> None:
+    """List incidents, latest activity first (unresolved by default); or act on one (see the commands)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = _store_call(ctx, home, db, lambda store: incident_store.list_incidents(
+        store, status=None if status == "all" else status, service=service, limit=limit))
+    if as_json:
+        emit_json(rows)
+    elif not rows:
+        click.echo(f"no {'' if status == 'all' else status + ' '}incidents" + (f" for {service}" if service else ""))
+    else:
+        click.echo(format_list(rows, utcnow()))
+
+
+@incidents.command()
+@click.argument("incident_id", metavar="ID", type=click.IntRange(0, 2**63 - 1))
+@state_options
+@json_option
+@click.pass_context
+def show(ctx: click.Context, incident_id: int, home: str | None, db: str | None, as_json: bool) -> None:
+    """One incident with its timeline."""
+    async def fetch(store: Database) -> tuple[IncidentRow | None, list[TimelineRow]]:
+        row = await incident_store.get_incident(store, incident_id)
+        return row, (await incident_store.timeline(store, incident_id) if row is not None else [])
+
+    row, timeline = _store_call(ctx, home, db, fetch)
+    if row is None:
+        _fail(f"no incident {incident_id} (see `tierops incidents --status all`)")
+    if as_json:
+        emit_json({**row, "timeline": timeline})
+    else:
+        click.echo(format_incident(row, timeline, utcnow()))
+
+
+Action = Callable[[Database, str, str | None], Awaitable[IncidentRow]]  # (store, actor, note)
+
+
+def _act(ctx: click.Context, incident_id: int, note: str | None, as_json: bool, done: str, call: Action) -> None:
+    note = (note or "").strip() or None
+    if note is not None and len(note) > NOTE_MAX:
+        _fail(f"--note is too long ({len(note):,} characters; at most {NOTE_MAX:,})")
+    actor = _cli_actor()
+
+    async def apply(store: Database) -> IncidentRow | str:
+        try:
+            return await call(store, actor, note)
+        except LookupError:
+            return f"no incident {incident_id} (see `tierops incidents --status all`)"
+        except IncidentStateError as exc:
+            return str(exc)
+
+    result = _store_call(ctx, ctx.params.get("home"), ctx.params.get("db"), apply)
+    if isinstance(result, str):
+        _fail(result)
+    if as_json:
+        emit_json(result)
+    else:
+        extra = f" until {_when(result['silenced_until'])} UTC" if done == "silenced" else ""
+        click.echo(f"incident {incident_id} ({result['key']}) {done} by {actor}{extra}")
+
+
+def _action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--note", metavar="TEXT", help=f"Why (at most {NOTE_MAX} characters).")(fn)
+    fn = json_option(fn)
+    fn = state_options(fn)
+    return click.argument("incident_id", metavar="ID", type=click.IntRange(0, 2**63 - 1))(fn)
+
+
+@incidents.command()
+@_action_options
+@click.pass_context
+def ack(ctx: click.Context, incident_id: int, home: str | None, db: str | None, as_json: bool,
+        note: str | None) -> None:
+    """Acknowledge an open incident: it stops re-escalating while it stays open."""
+    _act(ctx, incident_id, note, as_json, "acknowledged",
+         lambda store, actor, text: incident_store.acknowledge(store, incident_id, actor, text))
+
+
+@incidents.command()
+@_action_options
+@click.pass_context
+def resolve(ctx: click.Context, incident_id: int, home: str | None, db: str | None, as_json: bool,
+            note: str | None) -> None:
+    """Resolve an incident by hand (a check failing again opens a new one)."""
+    _act(ctx, incident_id, note, as_json, "resolved",
+         lambda store, actor, text: incident_store.resolve(store, incident_id, actor, text))
+
+
+@incidents.command()
+@_action_options
+@click.option("--until", "until", required=True, metavar="WHEN",
+              help=f"{UNTIL_HELP[0].upper()}{UNTIL_HELP[1:]}; at most 90 days.")
+@click.pass_context
+def silence(ctx: click.Context, incident_id: int, home: str | None, db: str | None, as_json: bool,
+            note: str | None, until: str) -> None:
+    """No escalation for this incident's key until WHEN, even if it reopens."""
+    try:
+        until_iso = parse_until(until)
+    except ValueError as exc:
+        _fail(f"--until: {exc}")
+    _act(ctx, incident_id, note, as_json, "silenced",
+         lambda store, actor, text: incident_store.silence(store, incident_id, until_iso, actor, text))

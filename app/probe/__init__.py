@@ -1,0 +1,16 @@
+"""Tier 0, the probe (issue #12): deterministic checks run without a language model, for $0.
+
+``tierops probe --checks FILE`` has the claude CLI's contract (the same flags, stream-json on
+stdout, a ``result`` line with ``structured_output``), so the supervisor spawns, streams, stores,
+validates and routes it like any tier; the language-model tiers run only when it escalates.
+
+* ``targets``: durations, ``host:port``, URLs and commands without their secrets;
+* ``inventory``: the checks file (``schemas/checks.json``), its problems as ``FILE:LINE``, and the
+  inventory as the language-model tiers' prompt sees it;
+* ``net``, ``http``, ``x509``, ``command``: the means of the checks (resolving without blocking,
+  a minimal HTTP/1.1 client, a certificate's dates, a command in its own process group);
+* ``checks``: one check → a :class:`~app.probe.checks.CheckResult`, all checks concurrently;
+* ``executor``: the stream-json the probe prints, and its report.
+
+It imports only the foundation modules, so it sits first on the import line.
+"""
