@@ -39,7 +39,7 @@ RUN pip wheel --no-deps --wheel-dir /dist . \
 need = ['app/bundled/prompts/tier1-observe.md', 'app/bundled/prompts/tier2-investigate.md', \
 'app/bundled/prompts/tier3-remediate.md', 'app/bundled/schemas/agent-response.json']; \
 missing = [n for n in need if n not in names]; sys.exit(f'wheel lacks {missing}' if missing else 0)" /dist/tierops-*.whl \
- && pip wheel --wheel-dir /wheels /dist/tierops-*.whl
+ && pip wheel --wheel-dir /wheels "$(echo /dist/tierops-*.whl)[notify]"
 
 # --- stage 2: claude ------------------------------------------------------------------------------
 # npm installs the wrapper package, which pulls the native binary for this platform through its
@@ -72,11 +72,12 @@ RUN apt-get update \
         tini curl openssl dnsutils iproute2 procps ca-certificates openssh-client \
  && rm -rf /var/lib/apt/lists/*
 
-# The wheels are bind-mounted for this one step: they never become a layer of the image.
+# The wheels are bind-mounted for this one step: they never become a layer of the image. The
+# notify extra (Apprise, issue #13) is installed: TIEROPS_NOTIFY_URLS works in the image.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/tmp/wheels \
     pip install --no-cache-dir --no-index --find-links /tmp/wheels --root-user-action=ignore \
-        --disable-pip-version-check tierops \
- && tierops --version
+        --disable-pip-version-check 'tierops[notify]' \
+ && tierops --version && python -c "import apprise"
 
 COPY --from=claude /opt/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe \
      /usr/local/bin/claude

@@ -169,6 +169,53 @@ class Settings(BaseSettings):
     token_file: Path | None = Field(
         None, description="File holding the token (instead of TIEROPS_TOKEN); a missing file is an error at start.")
     schedule: bool = Field(True, description="Run scheduled cycles inside `tierops serve` (false: only Run Now).")
+    # -- notifications, heartbeat, alerts in (issue #13) -------------------------------------
+    notify_urls: SecretStr | None = Field(
+        None, description="Apprise URLs to notify, space or comma separated (needs `pip install 'tierops[notify]'`; "
+        "the Docker image has it). Never shown or logged: they often hold credentials.")
+    notify_urls_file: Path | None = Field(
+        None, description="File holding the Apprise URLs (instead of TIEROPS_NOTIFY_URLS), one or more per line.")
+    notify_min_severity: Literal["info", "warning", "critical"] = Field(
+        "warning", description="Notifications below this severity are recorded, not sent.")
+    notify_digest_after: int = Field(
+        5, ge=1, description="More notifications than this within a minute are sent as one digest.")
+    notify_quiet_hours: str = Field(
+        "", description="UTC hours when only critical notifications are sent, e.g. '22-07' (empty: none).")
+    public_url: str = Field(
+        "", description="The dashboard's address as people reach it (e.g. https://tierops.example.com), for the "
+        "links in notifications.")
+    heartbeat_url: SecretStr | None = Field(
+        None, description="Dead-man heartbeat (healthchecks.io convention): GET URL/start at cycle start, URL after "
+        "a completed cycle, URL/fail after a failed one.")
+    unhealthy_after: int = Field(
+        3, ge=1, description="/healthz answers 503 when this many cycles in a row failed.")
+    webhook_token: SecretStr | None = Field(
+        None, description="Token for POST /api/v1/alerts only (header or ?token=), for alert senders that should not "
+        "hold the API token.")
+    alert_queue_max: int = Field(
+        20, ge=1, description="Alert investigations waiting for a free cycle; more are refused with 503.")
+    # -- guards on action (issue #13) --------------------------------------------------------
+    tier1_approval: Literal["auto", "manual"] = Field(
+        "auto", description="auto: an escalation to tier 1 starts at once; manual: it waits for an operator's "
+        "approval.")
+    tier2_approval: Literal["auto", "manual"] = Field(
+        "auto", description="auto or manual approval of escalations to tier 2.")
+    tier3_approval: Literal["auto", "manual"] = Field(
+        "manual", description="auto or manual approval of escalations to tier 3 (full remediation).")
+    approval_timeout: int = Field(
+        3600, ge=60, description="Seconds a pending approval waits; then it expires and the session needs attention.")
+    dry_run: bool = Field(
+        False, description="Every tier runs with read-only tools and is told to only say what it would do.")
+    tier1_max_budget_usd: float = Field(0.0, ge=0, description="--max-budget-usd for tier 1 (0 = none).")
+    tier2_max_budget_usd: float = Field(0.0, ge=0, description="--max-budget-usd for tier 2 (0 = none).")
+    tier3_max_budget_usd: float = Field(0.0, ge=0, description="--max-budget-usd for tier 3 (0 = none).")
+    daily_budget_usd: float = Field(
+        0.0, ge=0, description="When the language-model tiers have cost this much today (UTC), they are skipped "
+        "(tier 0 keeps running) and the session needs attention (0 = no limit).")
+    cooldowns: str = Field(
+        "restart:2/4h,redeploy:1/24h", description="Limits per action kind and service, comma separated: "
+        "KIND:COUNT/WINDOW (window in s, m, h or d). An escalation proposing an action over its limit needs "
+        "attention instead of running.")
 
     # -- tier 1: observe ---------------------------------------------------------------------
     tier1_model: str = Field("haiku", description="Model alias or id for tier 1.")

@@ -28,7 +28,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["ACCESS_LOGGER", "CONTEXT_FIELDS", "TEXT_FORMAT", "AccessLog", "JsonFormatter", "TextFormatter",
-           "oneline", "redacted", "setup_logging"]
+           "guard_library_loggers", "oneline", "redacted", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -189,3 +189,29 @@ def _log_request(scope: MutableMapping[str, Any], code: int, seconds: float) -> 
     ms = round(seconds * 1000, 1)
     _access.info('%s - "%s %s HTTP/%s" %d %.1f ms', who, method, path, version, code, ms,
                  extra={"method": method, "path": path, "http_status": code, "client": who, "duration_ms": ms})
+
+
+def guard_library_loggers(names: Sequence[str], flt: logging.Filter, *, quiet: bool = False,
+                          propagate: bool | None = None) -> Callable[[], None]:
+    """Put ``flt`` on each of a library's loggers ``names`` (a filter on a logger sees only that
+    logger's own records, so each needs it) — issue #13: Apprise and urllib3 print request URLs,
+    which hold notification secrets. ``quiet``: the first logger gets WARNING when it has no level
+    and the application does not log at debug (a library's per-call INFO chatter); ``propagate``:
+    set on the first logger. Returns the function that undoes all of it."""
+    loggers = [logging.getLogger(name) for name in names]
+    first = loggers[0]
+    level, was_propagating = first.level, first.propagate
+    for logger in loggers:
+        logger.addFilter(flt)
+    if quiet and level == logging.NOTSET and logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        first.setLevel(logging.WARNING)
+    if propagate is not None:
+        first.propagate = propagate
+
+    def undo() -> None:
+        for logger in loggers:
+            logger.removeFilter(flt)
+        first.setLevel(level)
+        first.propagate = was_propagating
+
+    return undo

@@ -36,3 +36,20 @@ def log_task_exception(task: asyncio.Task[Any]) -> None:
     if exc is not None:
         log.error("task %r failed: %s: %s", task.get_name(), type(exc).__name__, exc,
                   exc_info=(type(exc), exc, exc.__traceback__))
+
+
+async def stop(task: asyncio.Task[Any] | None, *, tries: int = 10, wait: float = 0.5) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling again if a cancellation was
+    swallowed on the way (found by the web tests of issue #13: a background loop sometimes stayed
+    "cancelling" in its next sleep, which kept the server's shutdown waiting forever). Gives up,
+    with a warning, after ``tries`` rounds. Never raises; the task's own failure is logged by
+    :func:`spawn`'s callback."""
+    if task is None:
+        return
+    for _ in range(tries):
+        if task.done():
+            return
+        task.cancel()
+        await asyncio.wait({task}, timeout=wait)
+    if not task.done():
+        log.warning("task %r did not stop after %d cancellations; leaving it", task.get_name(), tries)

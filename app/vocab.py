@@ -24,6 +24,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"      # a scheduled cycle
     MANUAL = "manual"          # Run Now, POST /runs, tierops run
     ESCALATION = "escalation"  # started by the tier below
+    ALERT = "alert"            # an alert that opened an incident (POST /api/v1/alerts, issue #13)
 
 
 class Source(StrEnum):

@@ -10,14 +10,15 @@ if [ ! -d "$src/claude-code" ]; then
     exit 2
 fi
 mkdir -p tests/fixtures
-# schema-rules/ is ours (scripts/capture-schema-rules.py), not a shared capture: kept as is.
+# schema-rules/ (scripts/capture-schema-rules.py) and o_max_budget_usd/ (python -m
+# tests.realcli.test_budget) are ours, not shared captures: kept as is.
 if command -v rsync >/dev/null 2>&1; then
-    rsync -a --delete --exclude 'schema-rules/' "$src/claude-code/" tests/fixtures/claude-code/
+    rsync -a --delete --exclude 'schema-rules/' --exclude 'o_max_budget_usd/' "$src/claude-code/" tests/fixtures/claude-code/
 else
     for dir in "$src"/claude-code/*/; do
         version=$(basename "$dir")
         mkdir -p "tests/fixtures/claude-code/$version"
-        find "tests/fixtures/claude-code/$version" -mindepth 1 -maxdepth 1 ! -name schema-rules -exec rm -rf {} +
+        find "tests/fixtures/claude-code/$version" -mindepth 1 -maxdepth 1 ! -name schema-rules ! -name o_max_budget_usd -exec rm -rf {} +
         cp -r "$dir". "tests/fixtures/claude-code/$version/"
     done
 fi

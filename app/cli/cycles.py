@@ -58,6 +58,7 @@ def _render_chain(chain: list[ChainLink]) -> str:
     for s in chain:
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
         flags = " degraded" if s["degraded"] else ""
+        flags += " DRY RUN" if s["dry_run"] else ""  # issue #13
         lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{s['session_id'] or '-'}]: {s['status']}{flags}, "
                      f"source {s['source']}, attempts {s['attempts']}, {cost}")
         if s["status_reason"]:
@@ -88,8 +89,12 @@ def _render_chain(chain: list[ChainLink]) -> str:
                    "prompt, JSON read from the final text (default: $TIEROPS_OUTPUT_MODE).")
 @click.option("--max-retries", type=click.IntRange(0, 10), default=None,
               help="Resumes asking again for valid output (default: $TIEROPS_OUTPUT_MAX_RETRIES).")
+@click.option("--dry-run", is_flag=True, default=False,
+              help="Every tier of the chain runs with read-only tools and only reports what it would do "
+                   "(always with $TIEROPS_DRY_RUN).")
 def run(home: str | None, db: str | None, as_json: bool, tier: int | None, checks: str | None, prompt: str | None,
-        schema_file: str | None, schema_name: str | None, output_mode: str | None, max_retries: int | None) -> None:
+        schema_file: str | None, schema_name: str | None, output_mode: str | None, max_retries: int | None,
+        dry_run: bool) -> None:
     """Run one escalation chain now and print it. Refused at once while another cycle runs."""
     from app.supervisor.scheduler import Supervisor
 
@@ -116,8 +121,13 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int | None, check
             spec = await resolve_spec(store, validator, settings, inline=inline, name=schema_name,
                                       mode="prompted" if output_mode == "prompted" else
                                       "native" if output_mode == "native" else None, max_retries=max_retries)
-            return await Supervisor(store, settings, validator).run_cycle(tier=tier, prompt=prompt,
-                                                                          trigger=Trigger.MANUAL, spec=spec)
+            sup = Supervisor(store, settings, validator)
+            await sup.start()  # issue #13: the cycle's notifications go out before the command exits
+            try:
+                return await sup.run_cycle(tier=tier, prompt=prompt, trigger=Trigger.MANUAL, spec=spec,
+                                           dry_run=dry_run)
+            finally:
+                await sup.shutdown()
 
     chain = _run(go, stoppable=True)
     if as_json:
@@ -145,6 +155,7 @@ def supervise(home: str | None, db: str | None, checks: str | None, once: bool) 
             recovered = await sup.recover_interrupted()
             if recovered:
                 click.echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
+            await sup.start()  # issue #13: the notification sender, stopped by shutdown()
             try:
                 await sup.run_forever(cycles=1 if once else None)
             finally:

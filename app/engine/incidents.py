@@ -97,6 +97,7 @@ class Verdict:
     escalate: list[tuple[IncidentRow, str]] = field(default_factory=list)  # (incident, why)
     held: list[tuple[IncidentRow, str]] = field(default_factory=list)  # failing, not escalated: why
     resolved: list[IncidentRow] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)  # everything the session changed (notifications)
 
     def gate_text(self) -> str:
         """Why a request to escalate was not acted on (stored on the session, shown on its page)."""
@@ -112,7 +113,8 @@ class Verdict:
 
 def decide(changes: Iterable[Change], escalate_after: int, now: str | None = None) -> Verdict:
     now = now or utcnow()
-    verdict = Verdict()
+    changes = list(changes)
+    verdict = Verdict(changes=changes)
     for ch in changes:
         row = ch.incident
         if ch.kind == "resolved":

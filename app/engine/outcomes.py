@@ -16,7 +16,7 @@ from typing import Any
 
 from app.clock import utcnow
 from app.output.extract import extract_json
-from app.output.outcome import RunStatus, decide_status
+from app.output.outcome import Budget, RunStatus, decide_status
 from app.output.validate import OutputValidator, ValidationIssue, ValidationResult
 from app.store.attempts import AttemptRecord
 from app.store.sessions import SessionSummary
@@ -68,14 +68,14 @@ class AttemptOutcome:
 
 
 def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | None,
-                   validator: OutputValidator, mode: str = "native") -> AttemptOutcome:
+                   validator: OutputValidator, mode: str = "native", budget: Budget | None = None) -> AttemptOutcome:
     """The attempt's status from its last result line, and TierOps' verdict on its output.
 
     ``mode`` (issue #11): ``native`` takes the StructuredOutput tool's output; when a completed
     run has none, a JSON answer in the final text that validates is taken instead (``via``
     ``extracted``; the session is degraded) before a resume is spent. ``prompted`` takes the JSON
     in the final text (:func:`app.output.extract.extract_json`), the only place it can be."""
-    run = decide_status(rec.result, exit_code, rec.last_retry)
+    run = decide_status(rec.result, exit_code, rec.last_retry, budget)
     result = rec.result
     output: Any = None
     validation: ValidationResult | None = None

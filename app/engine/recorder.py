@@ -54,6 +54,7 @@ from app.errors import StorageUnavailable
 from app.logs import oneline
 from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
+from app.output.outcome import Budget
 from app.output.rejections import CliRejection, RejectionTracker
 from app.output.route import Routed, from_fallback, from_output
 from app.output.spec import OutputSpec
@@ -101,14 +102,16 @@ class RecorderOptions:
     # escalation decision; another schema's valid output is stored as the session's result data.
     route_output: bool = True
     output_mode: str = "native"  # native | prompted: where an attempt's output is read from
+    budget: Budget | None = None  # issue #13: the run's --max-budget-usd, named when the CLI stops at it
 
     @classmethod
     def from_settings(cls, settings: Settings, publish: Publisher | None = None,
-                      route_output: bool = True, output_mode: str = "native") -> RecorderOptions:
+                      route_output: bool = True, output_mode: str = "native",
+                      budget: Budget | None = None) -> RecorderOptions:
         return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
                    reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings),
                    storage_retry_limit=settings.storage_retry_limit, route_output=route_output,
-                   output_mode=output_mode)
+                   output_mode=output_mode, budget=budget)
 
 
 class SessionRecorder:
@@ -154,10 +157,11 @@ class SessionRecorder:
     async def begin(cls, db: Database, validator: OutputValidator, options: RecorderOptions | None = None, *,
                     tier: int | None = None, model: str | None = None, prompt: str | None = None,
                     cwd: str | None = None, trigger: str = Trigger.INGEST, parent_session_id: int | None = None,
-                    stream_sha256: str | None = None, contract: OutputSpec | None = None) -> SessionRecorder:
+                    stream_sha256: str | None = None, contract: OutputSpec | None = None, dry_run: bool = False,
+                    max_budget_usd: float | None = None) -> SessionRecorder:
         pk = await sessions.create_session(db, tier=tier, model=model, prompt=prompt, cwd=cwd, trigger=trigger,
                                            parent_session_id=parent_session_id, stream_sha256=stream_sha256,
-                                           contract=contract)
+                                           contract=contract, dry_run=dry_run, max_budget_usd=max_budget_usd)
         rec = cls(db, validator, pk, options)
         rec.cwd = cwd
         if tier is not None:
@@ -311,7 +315,7 @@ class SessionRecorder:
         """Decide this attempt's status, validate its output, store the attempt. Routes nothing."""
         await self.flush(wait=True)
         outcome = decide_attempt(self.attempt, self.attempt_kind, self.current, exit_code, self.validator,
-                                 self.options.output_mode)
+                                 self.options.output_mode, self.options.budget)
         self.outcomes.append(outcome)
         records = [self._rejection_record(r) for r in self._run_rejections]
         self.cli_rejections += len(records)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Level = Literal["info", "warning", "critical"]
 ServiceStatus = Literal["healthy", "degraded", "down", "unreachable"]
+ActionResult = Literal["done", "failed", "proposed", "dry-run"]  # issue #13: done/failed count against cooldowns
 
 
 class _Model(BaseModel):
@@ -49,9 +50,19 @@ class ServiceCheck(_Model):
     latency_ms: float | None = None
 
 
+class Action(_Model):
+    """An action taken or proposed (issue #13): restart, redeploy, config-change, cleanup …"""
+
+    kind: str = Field(min_length=1)
+    service: str | None = None
+    result: ActionResult
+    detail: str | None = None
+
+
 class AgentResponse(_Model):
     summary: str
     events: list[Event]
     memories: list[Memory] = Field(default_factory=list)
     escalation: Escalation
     services_checked: list[ServiceCheck]
+    actions: list[Action] = Field(default_factory=list)

@@ -8,10 +8,17 @@
   and the caller marks the session degraded when its data did not come from valid output.
 * The reason is stored text: values quoted from the stream are shown with ``as_text`` (any JSON
   value, capped, no lone surrogate), so a hostile ``api_retry`` line cannot break the final write.
+* ``error_max_budget_usd`` (issue #13): the pinned CLI checks ``--max-budget-usd`` after each API
+  response and, once its spend reached the amount, stops at once — a tool call the model just made
+  is not run — with ``is_error: true``, ``errors: ["Reached maximum budget ($X)"]``, no ``result``
+  and no ``terminal_reason``, exit code 1 (``tests/realcli/test_budget.py``, fixture
+  ``o_max_budget_usd``). The spend overshoots the amount by up to one response. Such a run is
+  ``failed`` with "budget exceeded: $spent of $limit (SETTING)"; it is not an API failure.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +33,16 @@ FAILURE_SUBTYPES = {
 
 
 _QUOTE_MAX = 500  # characters of one value quoted from an api_retry line
+BUDGET_SUBTYPE = "error_max_budget_usd"
+_STATED_BUDGET = re.compile(r"maximum budget \(\$([0-9][0-9.eE+-]*)\)")  # "Reached maximum budget ($0.2)"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The ``--max-budget-usd`` a run was given and the setting it came from (named in the reason)."""
+
+    usd: float
+    setting: str
 
 
 @dataclass(frozen=True)
@@ -36,7 +53,9 @@ class RunStatus:
 
 
 def decide_status(result: ResultLine | None, exit_code: int | None = None,
-                  last_retry: dict[str, Any] | None = None) -> RunStatus:
+                  last_retry: dict[str, Any] | None = None, budget: Budget | None = None) -> RunStatus:
+    """``budget``: the run's ``--max-budget-usd``, for the reason when the CLI stopped at it (None:
+    the amount is read from the CLI's own error text, e.g. an ingested file)."""
     if result is None:
         reason = "stream ended without a result line (the process died, was killed or timed out)"
         if exit_code is not None:
@@ -49,6 +68,8 @@ def decide_status(result: ResultLine | None, exit_code: int | None = None,
                        f" status={quote('error_status')} error={quote('error')}")
         return RunStatus("failed", reason, api_failure=bool(last_retry))
     subtype = result.subtype or "success"
+    if subtype == BUDGET_SUBTYPE:
+        return RunStatus("failed", budget_reason(result, budget))
     if subtype != "success":
         what = FAILURE_SUBTYPES.get(subtype, "the CLI reported an error")
         detail = "; ".join(result.errors) or result.result_text or ""
@@ -59,3 +80,31 @@ def decide_status(result: ResultLine | None, exit_code: int | None = None,
         label = f"API failure (HTTP {status})" if status is not None else "API failure (no HTTP status; 529 overload reports none)"
         return RunStatus("failed", f"{label}: {text}", api_failure=True)
     return RunStatus("completed", None)
+
+
+def budget_reason(result: ResultLine, budget: Budget | None = None) -> str:
+    """"budget exceeded: $0.26 of $0.20 (TIEROPS_TIER2_MAX_BUDGET_USD)" for a run the CLI stopped
+    at its ``--max-budget-usd``."""
+    spent = result.total_cost_usd
+    limit = budget.usd if budget is not None else _stated_budget(result.errors)
+    text = f"budget exceeded: {usd(spent) if spent is not None else 'an unknown amount'}"
+    if limit is not None:
+        text += f" of {usd(limit)}"
+    return f"{text} ({budget.setting if budget is not None else '--max-budget-usd'})"
+
+
+def usd(amount: float) -> str:
+    """Dollars as reasons show them: cents, or the digits that matter below a cent ($0.00005)."""
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"${amount:.2f}"
+    return "$" + f"{amount:.8f}".rstrip("0")
+
+
+def _stated_budget(errors: list[str]) -> float | None:
+    for error in errors:
+        if (m := _STATED_BUDGET.search(error)) is not None:
+            try:
+                return float(m.group(1))
+            except ValueError:
+                return None
+    return None

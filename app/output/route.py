@@ -10,6 +10,12 @@ service. A memory is the same memory when service, category and value match (whi
 collapsed); repeating it reinforces its confidence instead of adding a row. Operators'
 deactivations are left alone. Decay, staleness and contradiction (a new value for the same
 service and category) are the memory lifecycle of ``app/store/memories.py`` (issue #11).
+
+Actions (issue #13): the contract's ``actions`` are routed with their kind lower-cased and their
+service's whitespace collapsed (as markers' names are), so ``Restart`` of ``api `` counts with
+``restart`` of ``api``. Those taken or dry-run go to the ``cooldowns`` table (with the markers'
+``[COOLDOWN:…]``); proposed ones are not actions taken and stay in the session's structured
+output, where :func:`proposed_actions` reads them for the chain's cooldown guard.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.output.contract import AgentResponse, Escalation, Event, Memory, ServiceCheck
+from app.output.contract import Action, AgentResponse, Escalation, Event, Memory, ServiceCheck
 from app.output.handoff import Handoff
 from app.output.markers import MarkerSet
 
@@ -35,6 +41,28 @@ class Routed:
     checks: list[tuple[str, str, str | None]] = field(default_factory=list)  # name, status, detail
     cooldowns: list[tuple[str, str, str, str]] = field(default_factory=list)
     escalation: dict[str, Any] | None = None  # {needed, reason, context, failed_checks}
+    actions: list[tuple[str, str | None, str, str | None]] = field(default_factory=list)  # kind, service, result, detail
+
+
+def action_row(action: Action) -> tuple[str, str | None, str, str | None]:
+    """``(kind, service, result, detail)`` as routed: kind lower-cased, names' whitespace collapsed."""
+    return (" ".join(action.kind.split()).lower() or action.kind, " ".join((action.service or "").split()) or None,
+            action.result, action.detail)
+
+
+def proposed_actions(output: Any) -> list[tuple[str, str | None, str, str | None]]:
+    """The actions a stored structured output proposes (result ``proposed``), each item taken on
+    its own (one malformed item does not hide the others); [] for anything else."""
+    items = output.get("actions") if isinstance(output, dict) else None
+    proposed = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            action = Action.model_validate(item)
+        except ValidationError:
+            continue
+        if action.result == "proposed":
+            proposed.append(action_row(action))
+    return proposed
 
 
 def split_memory_key(key: str) -> tuple[str | None, str]:
@@ -57,6 +85,7 @@ def from_structured(resp: AgentResponse) -> Routed:
             "context": resp.escalation.context,
             "failed_checks": list(resp.escalation.failed_checks),
         },
+        actions=[action_row(a) for a in resp.actions],
     )
 
 
@@ -127,6 +156,7 @@ def from_output(output: Any) -> tuple[Routed, list[str]]:
     events = take("events", Event)
     memories = take("memories", Memory)
     checks = take("services_checked", ServiceCheck)
+    actions = take("actions", Action)
     escalation = None
     if "escalation" in output:
         try:
@@ -142,6 +172,7 @@ def from_output(output: Any) -> tuple[Routed, list[str]]:
         events=[(e.level, None, e.service or None, e.message) for e in events],
         memories=[(*split_memory_key(m.key), m.value) for m in memories],
         checks=[(c.name, c.status, c.detail) for c in checks],
+        actions=[action_row(a) for a in actions],
     )
     if escalation is not None:
         routed.escalation = {"needed": escalation.needed, "reason": escalation.reason,

@@ -14,7 +14,7 @@ async def chain_links(db: Database, chain_id: int, *, fresh: bool = False) -> li
         """SELECT s.id, s.session_id, s.tier, s.model, s.status, s.status_reason, s.degraded, s.source,
                   s.attempts, s.escalated_to, c.session_id AS escalated_to_session_id, s.parent_session_id,
                   s.escalation_needed, s.escalation_reason, s.escalation_gate, s.attention, s.cost_usd, s.input_tokens,
-                  s.output_tokens, s.duration_ms, s.started_at, s.ended_at
+                  s.output_tokens, s.duration_ms, s.started_at, s.ended_at, s.dry_run
            FROM sessions s LEFT JOIN sessions c ON c.id = s.escalated_to
            WHERE s.chain_id = ? ORDER BY s.id""", (chain_id,), fresh=fresh)
     return decode_all(rows, ChainLink)

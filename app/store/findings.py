@@ -14,11 +14,16 @@ from typing import cast
 
 import aiosqlite
 
+from app.clock import utcnow
 from app.output.route import Routed
 from app.redact import Redactor
 from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
+
+# The contract's action results written to ``cooldowns`` (issue #13): taken (done, failed) and dry
+# runs (shown, never counted). ``proposed`` stays in the session's structured output.
+RECORDED_RESULTS = ("done", "failed", "dry-run")
 
 # LEFT JOIN everywhere: an event outlives its session (issue #10 retention sets session_pk to NULL),
 # and then has no CLI session id or tier either.
@@ -38,6 +43,7 @@ def redact_routed(routed: Routed, redact: Redactor) -> Routed:
         checks=[(deep(n), s, deep(d)) for n, s, d in routed.checks],
         cooldowns=[(a, deep(s), o, deep(n)) for a, s, o, n in routed.cooldowns],
         escalation=deep(routed.escalation),
+        actions=[(k, deep(s), r, deep(d)) for k, s, r, d in routed.actions],
     )
 
 
@@ -61,6 +67,11 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
         await conn.executemany(
             "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             [(session_pk, a, s, o, n, now) for a, s, o, n in routed.cooldowns],
+        )
+    if taken := [a for a in routed.actions if a[2] in RECORDED_RESULTS]:  # issue #13; proposed ones are not taken
+        await conn.executemany(
+            "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [(session_pk, k, s or "", r, d, now) for k, s, r, d in taken],  # service "" = host-wide
         )
     esc = routed.escalation
     await conn.execute(
@@ -116,6 +127,18 @@ async def event_services(db: Database, limit: int = 500) -> list[str]:
     rows = await db.fetchall("SELECT DISTINCT service FROM events WHERE service IS NOT NULL ORDER BY service LIMIT ?",
                              (limit,))
     return [r[0] for r in rows]
+
+
+async def add_event(db: Database, session_pk: int | None, level: str, service: str | None, message: str, *,
+                    source: str = "tierops") -> int:
+    """An event TierOps itself raises about a session, outside its routed findings (issue #13: an
+    action reported over its cooldown limit); returns its id."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            "INSERT INTO events (session_pk, level, original_level, service, message, source, created_at)"
+            " VALUES (?, ?, NULL, ?, ?, ?, ?)",
+            (session_pk, level, db.redact(service) if service else service, db.redact(message), source, utcnow()))
+        return cast(int, cur.lastrowid)
 
 
 async def session_events(db: Database, session_pk: int) -> list[ReportEvent]:

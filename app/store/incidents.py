@@ -170,7 +170,7 @@ async def _fail(conn: aiosqlite.Connection, session_pk: int, chain_id: int | Non
     return Change(await _get(conn, row["id"]), kind, counted)
 
 
-async def _open(conn: aiosqlite.Connection, session_pk: int, chain_id: int | None, f: Finding, result_id: int | None,
+async def _open(conn: aiosqlite.Connection, session_pk: int | None, chain_id: int | None, f: Finding, result_id: int | None,
                 now: str, flap_count: int, flap_window_s: float) -> Change:
     since = _shift(now, -flap_window_s)
     async with conn.execute(
@@ -399,3 +399,65 @@ def parse_until(text: str, now: str | None = None) -> str:
         return until.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     except OverflowError:  # e.g. 0001-01-01T00:00+01:00: before the first representable UTC time
         raise ValueError(f"until {raw[:60]!r} is not a time that can be stored") from None
+
+
+# -- alerts in (issue #13) -------------------------------------------------------------------
+# An alert from Alertmanager, Grafana or a script (app/engine/alerts.py) is its own incident,
+# keyed alert:<fingerprint>, origin "alert", with no session: every delivery of a firing alert is
+# an occurrence, a resolved one resolves it (resolved_by "alert"). Each delivery is a timeline
+# entry of kind "alert" (who sent what), next to the opened/worsened/resolved entries.
+
+ALERT_KEY_PREFIX = "alert:"
+
+
+async def observe_alert(db: Database, *, fingerprint: str, firing: bool, severity: str, title: str, evidence: str,
+                        service: str | None, detail: str, flap_count: int, flap_window_s: float,
+                        now: str | None = None) -> Change | None:
+    """Apply one alert delivery: a firing alert opens ``alert:<fingerprint>`` or updates it (one
+    occurrence per delivery, the evidence replaced, severity only rising: ``worsened``); a
+    resolved one resolves it. Returns the change, or None for a resolved alert with nothing open.
+    Texts from the sender pass the database's redactor."""
+    now = now or utcnow()
+    key = f"{ALERT_KEY_PREFIX}{fingerprint}"
+    title, evidence, detail = db.redact(title)[:500], db.redact(evidence)[:EVIDENCE_MAX], db.redact(detail)[:EVIDENCE_MAX]
+    async with db.write() as conn:
+        row = await _unresolved(conn, key)
+        if not firing:
+            if row is None:
+                return None
+            await conn.execute(
+                "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = 'alert', duration_s = ?,"
+                " evidence = ? WHERE id = ?", (now, _seconds(row["opened_at"], now), evidence, row["id"]))
+            await _timeline(conn, row["id"], "alert", now, detail=detail)
+            await _timeline(conn, row["id"], "resolved", now, detail="the alert's sender reported it resolved")
+            return Change(await _get(conn, row["id"]), "resolved", False)
+        if row is None:
+            opened = await _open(conn, None, None, Finding(key=key, severity=severity, message=title, service=service,
+                                                            origin="alert"), None, now, flap_count, flap_window_s)
+            pk = opened.incident["id"]
+            await conn.execute("UPDATE incidents SET evidence = ? WHERE id = ?", (evidence, pk))
+            await _timeline(conn, pk, "alert", now, detail=detail)
+            return Change(await _get(conn, pk), "opened", True, flap_escalated=opened.flap_escalated)
+        worse = SEVERITY_RANK.get(severity, 1) > SEVERITY_RANK.get(row["severity"], 1)
+        await conn.execute(
+            "UPDATE incidents SET occurrences = occurrences + 1, last_seen_at = ?, evidence = ?,"
+            " severity = CASE WHEN ? THEN ? ELSE severity END, service = COALESCE(service, ?) WHERE id = ?",
+            (now, evidence, int(worse), severity, service, row["id"]))
+        await _timeline(conn, row["id"], "alert", now, detail=detail)
+        if worse:
+            await _timeline(conn, row["id"], "worsened", now, detail=f"severity {row['severity']} → {severity}: {title}")
+        return Change(await _get(conn, row["id"]), "worsened" if worse else "seen", True)
+
+
+async def unresolved_keys(db: Database, keys: Sequence[str]) -> set[str]:
+    """Which of ``keys`` have an unresolved incident (an alert for one of them would not open one)."""
+    found: set[str] = set()
+    unique = sorted(set(keys))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = await db.fetchall(
+            f"SELECT key FROM incidents WHERE status != 'resolved' AND key IN ({marks})",  # noqa: S608 (placeholders only)
+            chunk)
+        found.update(r[0] for r in rows)
+    return found

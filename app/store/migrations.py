@@ -314,4 +314,63 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN escalation_gate TEXT
         """,
     ),
+    (
+        "0008_guards_and_notices",
+        """
+        -- Notifications (issue #13): one row per message, kept whether sent or not, so the overview
+        -- shows failures and dedup_key stops a second message for the same state change.
+        CREATE TABLE notifications (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            kind TEXT NOT NULL,                     -- incident_opened | incident_worsened | incident_resolved | escalation | escalation_outcome | attention | approval | monitor | digest | test
+            severity TEXT NOT NULL,                 -- info | warning | critical
+            dedup_key TEXT,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            link TEXT,
+            status TEXT NOT NULL DEFAULT 'pending', -- pending | sent | failed | suppressed | digested
+            why TEXT,                               -- why suppressed or digested
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            sent_at TEXT
+        );
+        CREATE UNIQUE INDEX notifications_dedup ON notifications (dedup_key) WHERE dedup_key IS NOT NULL;
+        CREATE INDEX notifications_status ON notifications (status, id);
+        -- Runs waiting for a free cycle (alerts that arrived while one ran), persisted across restarts.
+        CREATE TABLE run_queue (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            source TEXT NOT NULL,                   -- alert
+            tier INTEGER NOT NULL,
+            prompt TEXT,
+            incident_id INTEGER REFERENCES incidents(id) ON DELETE SET NULL,
+            status TEXT NOT NULL DEFAULT 'queued',  -- queued | started | failed
+            started_at TEXT,
+            session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+            error TEXT
+        );
+        CREATE INDEX run_queue_status ON run_queue (status, id);
+        -- Escalations waiting for an operator (TIEROPS_TIERn_APPROVAL=manual).
+        CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL,   -- the session that escalated
+            chain_id INTEGER,
+            tier INTEGER NOT NULL,                  -- the tier waiting to run
+            handoff TEXT NOT NULL,                  -- what the lower tier found and proposes
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'approved', 'rejected', 'expired')),
+            decided_at TEXT,
+            decided_by TEXT,
+            note TEXT,
+            child_session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL
+        );
+        CREATE INDEX approvals_status ON approvals (status, id);
+        ALTER TABLE sessions ADD COLUMN dry_run INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN max_budget_usd REAL;
+        -- Actions the tiers reported (markers COOLDOWN and the contract's actions): when and where.
+        CREATE INDEX cooldowns_service ON cooldowns (service, action, created_at)
+        """,
+    ),
 ]

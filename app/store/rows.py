@@ -16,7 +16,7 @@ JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", 
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
                           "body", "output_schema"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
-                          "valid", "flapping"})
+                          "valid", "flapping", "dry_run"})
 
 
 def decode(row: sqlite3.Row) -> dict[str, Any]:
@@ -85,6 +85,8 @@ class SessionListRow(TypedDict):
     escalation_reason: str | None
     summary: str | None
     line_count: int
+    dry_run: bool  # issue #13: read-only tools, told to only say what it would do
+    max_budget_usd: float | None  # issue #13: the --max-budget-usd it ran with (None: none)
 
 
 class SessionRow(SessionListRow):
@@ -148,6 +150,7 @@ class ChainLink(TypedDict):
     duration_ms: int | None
     started_at: str
     ended_at: str | None
+    dry_run: bool  # issue #13
 
 
 class ChainTotals(TypedDict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
 from app.clock import utcnow
@@ -19,7 +20,7 @@ from app.redact import Redactor
 from app.store.db import Database
 from app.store.findings import redact_routed, write_routed
 from app.store.rows import SessionListRow, SessionRow, decode, decode_all, dumps, where
-from app.vocab import SessionStatus, Trigger
+from app.vocab import FIRST_MODEL_TIER, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ LIST_COLUMNS = (
     "id, session_id, tier, model, cli_model, trigger, status, status_reason, degraded, source, attempts,"
     " parent_session_id, escalated_to, chain_id, attention, started_at, ended_at, duration_ms, cost_usd,"
     " input_tokens, output_tokens, num_turns, result_subtype, is_error, api_error_status, exit_code,"
-    " validation_valid, escalation_needed, escalation_reason, summary, line_count"
+    " validation_valid, escalation_needed, escalation_reason, summary, line_count, dry_run, max_budget_usd"
 )
 
 
@@ -105,18 +106,20 @@ def _summary_values(summary: SessionSummary, redact: Redactor) -> dict[str, Any]
 async def create_session(db: Database, *, tier: int | None = None, model: str | None = None,
                          prompt: str | None = None, cwd: str | None = None, trigger: str = Trigger.INGEST,
                          parent_session_id: int | None = None, stream_sha256: str | None = None,
-                         contract: OutputSpec | None = None) -> int:
+                         contract: OutputSpec | None = None, dry_run: bool = False,
+                         max_budget_usd: float | None = None) -> int:
     """A new ``running`` session row; returns its id. ``contract``: the output contract it runs
     with (issue #11): where the schema came from, the canonical schema itself (kept even if its
-    registry name is deleted later) and its hash; written in the same INSERT."""
+    registry name is deleted later) and its hash; written in the same INSERT. ``dry_run`` and
+    ``max_budget_usd`` (issue #13): how it was guarded."""
     async with db.write() as conn:
         cur = await conn.execute(
             """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
                                      parent_session_id, stream_sha256, schema_source, schema_name, schema_sha256,
-                                     output_schema, output_mode)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                     output_schema, output_mode, dry_run, max_budget_usd)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (tier, model, db.redact(prompt) if prompt else prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
-             stream_sha256, *(_contract_values(contract))),
+             stream_sha256, *(_contract_values(contract)), int(dry_run), max_budget_usd),
         )
         return cast(int, cur.lastrowid)
 
@@ -194,6 +197,16 @@ async def get_session(db: Database, pk: int, *, fresh: bool = False) -> SessionR
     """Every column of one session, decoded; ``fresh`` reads after this process's last write."""
     row = await db.fetchone("SELECT * FROM sessions WHERE id = ?", (pk,), fresh=fresh)
     return cast(SessionRow, decode(row)) if row else None
+
+
+async def model_cost_today(db: Database, *, now: datetime | None = None, fresh: bool = False) -> float:
+    """Dollars the language-model tiers (tier >= 1) cost in sessions started since 00:00 UTC of
+    ``now``'s day: what ``TIEROPS_DAILY_BUDGET_USD`` is checked against (issue #13). A session
+    still running counts once it is finished (its cost is written then)."""
+    day = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT00:00:00.000Z")  # utcnow()'s format
+    value = await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions WHERE tier >= ? AND started_at >= ?",
+                              (FIRST_MODEL_TIER, day), fresh=fresh)
+    return float(value or 0)
 
 
 async def session_status(db: Database, pk: int) -> str | None:

@@ -25,6 +25,29 @@ with the keys to report them under, and every language-model tier gets the inven
 language model can run (the claude CLI is missing), the tier-0 session is flagged as needing
 attention with the incidents' evidence instead: tier 0 alone is a monitor.
 
+Approvals (issue #13): when the escalation would start a tier whose ``TIEROPS_TIERn_APPROVAL``
+is ``manual``, the chain stores a pending approval with the handoff that tier would get
+(:func:`request_approval`), records "waiting for approval #ID to run tier N" as the session's
+``escalation_gate`` and ends. Once approved, ``run_chain(parent=…, handoff=…)`` continues the
+chain from that tier with the escalating session as parent (never gated again at that tier; a
+further escalation to another manual tier is).
+
+Cooldowns (issue #13, ``app/engine/cooldowns.py``): tiers 2 and 3 are told the limits and what
+each service's window still allows (``context.cooldowns_block``). An escalation whose session
+proposes an action over its limit (``actions`` with result ``proposed``) is refused: the session
+needs attention instead (:func:`_cooldown_refusal`). A session that reports an action taken over
+its limit gets a warning event and ``attention`` (:func:`_flag_cooldowns_exceeded`).
+
+Dry run and budgets (issue #13): a dry run (``TIEROPS_DRY_RUN``, or ``dry_run`` for one run) holds
+for the whole chain, every tier it escalates to, and for a chain continued after an approval
+(from the parent's row); each language-model tier runs with read-only tools and is told to only
+say what it would do (``session.tools_for``, ``context.DRY_RUN_BLOCK``); tier 0 runs as always.
+Once the language-model tiers have cost ``TIEROPS_DAILY_BUDGET_USD`` today (UTC), no tier >= 1
+starts (:func:`daily_budget_spent`): an escalation sets ``attention`` on the session that asked
+for it, and a run that would start at tier 1 raises :class:`BudgetSpent` before any session
+exists. Tier 0 keeps running. A tier stopped by its own ``--max-budget-usd`` failed: ``_decide``
+gives it attention with the reason, and it does not escalate.
+
 Tiers only go up, so a chain never runs the same tier twice and cannot loop.
 
 Log lines (issue #10): an escalation once, when it is decided (from session, to tier, the
@@ -36,27 +59,38 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.config import Settings
+from app.engine import cooldowns as cooldown_engine
 from app.engine import incidents as incident_engine
 from app.engine.incidents import Verdict
 from app.errors import ConfigError
 from app.logs import oneline
+from app.output.route import proposed_actions
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, inventory_text, load_inventory
+from app.store import approvals as approval_store
 from app.store import chains, findings, sessions
 from app.store import incidents as incident_store
 from app.store import memories as memory_store
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
-from app.supervisor.context import handoff_block, incidents_block, memories_block, system_prompt
+from app.supervisor import notices
+from app.supervisor.context import (
+    cooldowns_block,
+    handoff_block,
+    incidents_block,
+    memories_block,
+    system_prompt,
+)
 from app.supervisor.hub import Hub
+from app.supervisor.notices import NoticeSink
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
-from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, SessionStatus, Trigger
+from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Source, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -90,29 +124,56 @@ class PromptError(ConfigError):
     """A tier's prompt file cannot be read; the message names the file and the setting."""
 
 
+class BudgetSpent(ConfigError):
+    """A run would start a language-model tier after ``TIEROPS_DAILY_BUDGET_USD`` was spent today;
+    no session was created (the API answers 409, the CLI exits 2)."""
+
+
 async def run_chain(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, *,
                     start_tier: int = 1, prompt: str | None = None, trigger: str = Trigger.MANUAL,
                     on_session: Callable[[int, SessionHandle], None] | None = None,
-                    spec: OutputSpec | None = None) -> list[ChainLink]:
+                    spec: OutputSpec | None = None, parent: SessionRow | None = None,
+                    handoff: str | None = None, dry_run: bool = False,
+                    notifier: NoticeSink | None = None) -> list[ChainLink]:
     """``spec`` is the first session's output contract (issue #11); escalated tiers always use the
-    default agent-response contract, the one that carries an escalation decision."""
+    default agent-response contract, the one that carries an escalation decision.
+
+    ``parent`` (issue #13): continue the chain of this session, which escalated to ``start_tier``
+    and waited for an approval; ``handoff`` is the text the operator approved, given to that tier.
+
+    ``dry_run`` (issue #13): this chain is a dry run (as is every chain with ``TIEROPS_DRY_RUN``).
+    Raises :class:`BudgetSpent` when the daily budget forbids ``start_tier``.
+
+    ``notifier`` (issue #13) hears of every incident opened, worsened or resolved, every
+    escalation and its outcome, every session needing attention and every approval requested
+    (``notices.py``); None sends nothing."""
+    dry_run = dry_run or settings.dry_run or bool(parent is not None and parent["dry_run"])
+    if (spent := await daily_budget_spent(db, settings, start_tier)) is not None:
+        if parent is None:
+            raise BudgetSpent(spent)
+        await _needs_human(db, notifier, parent, spent)
+        log.warning("session %d needs attention: %s", parent["id"], spent,
+                    extra={"session": parent["id"], "chain": parent["chain_id"], "tier": parent["tier"]})
+        return await chains.chain_links(db, parent["chain_id"] or parent["id"], fresh=True)
     tier = start_tier
-    parent: SessionRow | None = None
-    chain_id: int | None = None
-    chain: list[SessionRow] = []
+    chain_id: int | None = (parent["chain_id"] or parent["id"]) if parent is not None else None
+    chain: list[SessionRow] = await _chain_so_far(db, parent) if parent is not None else []
     tier_prompt = base_prompt(settings, tier, prompt)
+    cooldown_engine.parse_limits(settings.cooldowns)  # issue #13: a bad TIEROPS_COOLDOWNS stops before any session
     handoff_incidents = ""
     while True:
         try:
             result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
-                                       chain_id, on_session, spec if parent is None else None, handoff_incidents)
+                                       chain_id, on_session, spec if parent is None else None, handoff_incidents,
+                                       handoff, dry_run=dry_run)
+            handoff = None  # the approved text is the first tier's only
         except Exception as exc:
             if parent is None:
                 raise
             why = f"escalation to tier {tier} could not start: {type(exc).__name__}: {exc}"
             log.exception("session %d needs attention: %s", parent["id"], oneline(why),
                           extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
-            await sessions.set_attention(db, parent["id"], why)
+            await _needs_human(db, notifier, parent, why)
             break
         chain_id = chain_id or result.pk
         if parent is not None:
@@ -121,8 +182,13 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if row is None:
             raise LookupError(f"session {result.pk} vanished from the database while its chain ran")
         chain.append(row)
+        exceeded = await _flag_cooldowns_exceeded(db, settings, row, chain_id)
+        if exceeded:
+            await notices.send(notifier, [notices.attention_notice(row, exceeded)])
         verdict = await _track_incidents(db, settings, row, chain_id, routed=parent is not None or spec is None
                                          or spec.routed)
+        if verdict is not None:
+            await notices.send(notifier, notices.incident_notices(verdict.changes))
         if row["tier"] == PROBE_TIER and row["escalation_needed"] and verdict is not None and not verdict.escalate:
             # Issue #12: the probe asks whenever a check fails; a language model runs only when
             # an incident opens, worsens or recurs past TIEROPS_ESCALATE_AFTER.
@@ -133,22 +199,28 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             break
         attention = await _decide(db, settings, row, result.api_failure, chain_id)
         if attention is None and row["escalation_needed"]:
+            attention = await _cooldown_refusal(db, settings, row)
+        if attention is None and row["escalation_needed"]:
             try:  # read before escalating: a missing prompt file must not silently drop the escalation
                 tier_prompt = base_prompt(settings, tier + 1, prompt)
             except PromptError as exc:
                 attention = f"escalation requested but {exc}"
+        if attention is None and row["escalation_needed"] and row["tier"] != PROBE_TIER:
+            attention = await daily_budget_spent(db, settings, tier + 1)  # tier 0's case: below, with its incidents
         if attention is not None:
-            await sessions.set_attention(db, result.pk, attention)
+            attention = f"{exceeded}; {attention}" if exceeded else attention  # keep the cooldown flag
+            await _needs_human(db, notifier, row, attention)
             log.warning("session %d needs attention: %s", result.pk, oneline(attention),
                         extra={"session": result.pk, "chain": chain_id, "tier": tier})
             break
         if not row["escalation_needed"]:
             break
         escalating = verdict.escalate if verdict is not None and row["tier"] == PROBE_TIER else []
-        if row["tier"] == PROBE_TIER and (missing := _model_tiers_unavailable(settings)):
+        if row["tier"] == PROBE_TIER and (missing := _model_tiers_unavailable(settings)
+                                          or await daily_budget_spent(db, settings, tier + 1)):
             # Tier 0 alone is a monitor: the incident and its evidence are stored; a human is told.
             why = f"{verdict.escalate_text() if verdict else 'checks failing'}; not escalated to tier 1: {missing}"
-            await sessions.set_attention(db, result.pk, why)
+            await _needs_human(db, notifier, row, why)
             if escalating:  # a human is the next tier now: the same once-per-incident rule applies
                 await incident_store.mark_escalated(db, [inc["id"] for inc, _ in escalating], result.pk,
                                                     f"to a human (needs attention): {missing}")
@@ -159,24 +231,38 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             await incident_store.mark_escalated(db, [inc["id"] for inc, _ in escalating], result.pk,
                                                 f"escalated to tier {tier + 1}")
         handoff_incidents = incidents_block(escalating)
+        if _needs_approval(settings, tier + 1):  # issue #13: an operator decides; the chain ends here
+            approval = await request_approval(db, settings, row, chain, chain_id, tier + 1, handoff_incidents)
+            await notices.send(notifier, [notices.approval_notice(approval)])
+            break
         log.info("session %d escalated to tier %d: %s", result.pk, tier + 1,
                  oneline(row["escalation_reason"] or "no reason given"),
                  extra={"session": result.pk, "chain": chain_id, "tier": tier, "to_tier": tier + 1})
+        await notices.send(notifier, [notices.escalation_notice(row, tier + 1, [why for _, why in escalating])])
         parent = row
         tier += 1
-    return await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
+    links = await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
+    await notices.send(notifier, [notices.outcome_notice(links)])
+    return links
+
+
+async def _needs_human(db: Database, notifier: NoticeSink | None, session: Mapping[str, Any], why: str) -> None:
+    """Flag ``session`` as needing attention, and say so (issue #13)."""
+    await sessions.set_attention(db, session["id"], why)
+    await notices.send(notifier, [notices.attention_notice(session, why)])
 
 
 async def _start_tier(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, tier: int,
                       tier_prompt: str, trigger: str, parent: SessionRow | None, chain: list[SessionRow],
                       chain_id: int | None,
                       on_session: Callable[[int, SessionHandle], None] | None,
-                      spec: OutputSpec | None = None, handoff_incidents: str = "") -> SessionResult:
-    """Steps 1 and 2: the tier's system prompt (with the parent's handoff), then its session."""
-    handoff = None
-    if parent is not None:
-        checks = await findings.session_checks(db, parent["id"], fresh=True)
-        handoff = handoff_block(parent, checks, chain)
+                      spec: OutputSpec | None = None, handoff_incidents: str = "",
+                      approved_handoff: str | None = None, *, dry_run: bool = False) -> SessionResult:
+    """Steps 1 and 2: the tier's system prompt (with the parent's handoff, or the one an operator
+    approved), then its session."""
+    handoff = approved_handoff
+    if parent is not None and handoff is None:
+        handoff = await _handoff(db, parent, chain)
     if tier == PROBE_TIER:  # the probe reads its checks file, not a prompt: spend nothing on memories
         sysprompt = system_prompt(tier, settings.max_tier, "", None)
     else:
@@ -185,11 +271,52 @@ async def _start_tier(db: Database, settings: Settings, validator: OutputValidat
         sysprompt = system_prompt(tier, settings.max_tier,
                                   await memories_block(db, settings.memory_prompt_budget, lifecycle), handoff,
                                   inventory=_inventory(settings, failing if isinstance(failing, list) else []),
-                                  incidents=handoff_incidents)
+                                  incidents=handoff_incidents,
+                                  cooldowns=await cooldowns_block(db, cooldown_engine.parse_limits(settings.cooldowns))
+                                  if tier > FIRST_MODEL_TIER else None,  # issue #13: the tiers that act
+                                  dry_run=dry_run)
     req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
                       trigger=Trigger.ESCALATION if parent else trigger,
-                      parent_pk=parent["id"] if parent else None, chain_id=chain_id, spec=spec)
+                      parent_pk=parent["id"] if parent else None, chain_id=chain_id, spec=spec,
+                      dry_run=dry_run and tier != PROBE_TIER)  # the probe never changes anything
     return await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
+
+
+async def _handoff(db: Database, parent: SessionRow, chain: list[SessionRow]) -> str:
+    """What the next tier is told about ``parent``'s findings (without the incidents)."""
+    checks = await findings.session_checks(db, parent["id"], fresh=True)
+    return handoff_block(parent, checks, chain)
+
+
+def _needs_approval(settings: Settings, tier: int) -> bool:
+    """Issue #13: whether an escalation to ``tier`` waits for an operator (TIEROPS_TIERn_APPROVAL)."""
+    mode: str = getattr(settings, f"tier{tier}_approval", "auto")  # tier 0 is never escalated to
+    return mode == "manual"
+
+
+async def request_approval(db: Database, settings: Settings, row: SessionRow, chain: list[SessionRow],
+                           chain_id: int, tier: int, handoff_incidents: str) -> approval_store.ApprovalRow:
+    """The one place an approval is created (issue #13): ``row`` escalated to ``tier``, whose
+    approval is manual. Stores the handoff that tier would have been given, records on ``row``
+    why the chain stopped, logs it, and returns the new pending approval."""
+    handoff = await _handoff(db, row, chain)
+    if handoff_incidents:
+        handoff += "\n\n" + handoff_incidents
+    approval = await approval_store.create_approval(db, session_pk=row["id"], chain_id=chain_id, tier=tier,
+                                                    handoff=handoff, timeout_s=settings.approval_timeout)
+    gate = approval_store.waiting_gate(approval["id"], tier)
+    await sessions.set_escalation_gate(db, row["id"], gate)
+    log.info("session %d: %s (expires %s): %s", row["id"], gate, approval["expires_at"],
+             oneline(row["escalation_reason"] or "no reason given"),
+             extra={"session": row["id"], "chain": chain_id, "tier": row["tier"], "to_tier": tier})
+    return approval
+
+
+async def _chain_so_far(db: Database, parent: SessionRow) -> list[SessionRow]:
+    """The sessions of ``parent``'s chain up to it, oldest first (the handoff's "chain so far")."""
+    links = await chains.chain_links(db, parent["chain_id"], fresh=True) if parent["chain_id"] is not None else []
+    rows = [await sessions.get_session(db, link["id"], fresh=True) for link in links if link["id"] <= parent["id"]]
+    return [r for r in rows if r is not None] or [parent]
 
 
 async def _track_incidents(db: Database, settings: Settings, row: SessionRow, chain_id: int,
@@ -230,6 +357,18 @@ def _inventory(settings: Settings, failing: list[Any]) -> str | None:
     return text
 
 
+async def daily_budget_spent(db: Database, settings: Settings, tier: int) -> str | None:
+    """Issue #13: why ``tier`` must not start now — the language-model tiers have cost
+    ``TIEROPS_DAILY_BUDGET_USD`` since 00:00 UTC — or None: it may (tier 0 always may)."""
+    if tier < FIRST_MODEL_TIER or settings.daily_budget_usd <= 0:
+        return None
+    spent = await sessions.model_cost_today(db, fresh=True)
+    if spent < settings.daily_budget_usd:
+        return None
+    return (f"daily budget spent: ${spent:.2f} of ${settings.daily_budget_usd:.2f} (TIEROPS_DAILY_BUDGET_USD); "
+            f"tier {tier} not started")
+
+
 async def _decide(db: Database, settings: Settings, row: SessionRow, api_failure: bool,
                   chain_id: int) -> str | None:
     """None to go on (or stop quietly); otherwise why a human must look."""
@@ -251,3 +390,37 @@ async def _decide(db: Database, settings: Settings, row: SessionRow, api_failure
             return (f"escalation requested but the chain has spent ${spent:.2f} of its "
                     f"${settings.chain_budget_usd:.2f} budget (TIEROPS_CHAIN_BUDGET_USD)")
     return None
+
+
+async def _cooldown_refusal(db: Database, settings: Settings, row: SessionRow) -> str | None:
+    """Issue #13: why an escalation must not run — its handoff (the session's ``actions`` with
+    result ``proposed``) proposes an action the cooldown limits no longer allow; None: it may."""
+    if row["source"] != Source.STRUCTURED_OUTPUT or not (proposals := proposed_actions(row["structured_output"])):
+        return None
+    limits = cooldown_engine.parse_limits(settings.cooldowns)
+    over = cooldown_engine.over_limit([(kind, service) for kind, service, _, _ in proposals],
+                                      await cooldown_engine.active(db, limits, fresh=True), limits)
+    if over is None:
+        return None
+    kind, service, limit, next_allowed = over
+    return (f"escalation refused: it proposes {kind} of {cooldown_engine.service_name(service)}, over the cooldown "
+            f"limit {limit.text} (next allowed at {next_allowed or 'never: the limit is 0'})")
+
+
+async def _flag_cooldowns_exceeded(db: Database, settings: Settings, row: SessionRow, chain_id: int) -> str | None:
+    """Issue #13: a session that reports an action taken over its cooldown limit gets a warning
+    event per (kind, service) and ``attention``; returns the attention text (None: within limits)."""
+    over = await cooldown_engine.exceeded_by(db, cooldown_engine.parse_limits(settings.cooldowns), row["id"])
+    if not over:
+        return None
+    texts = []
+    for window in over:
+        text = (f"{window.kind} of {cooldown_engine.service_name(window.service)} exceeded its cooldown limit "
+                f"{window.limit.text} ({window.used} taken in {window.limit.window_text})")
+        await findings.add_event(db, row["id"], Level.WARNING, window.service, text)
+        texts.append(text)
+    why = "; ".join(texts)
+    await sessions.set_attention(db, row["id"], why)
+    log.warning("session %d needs attention: %s", row["id"], oneline(why),
+                extra={"session": row["id"], "chain": chain_id, "tier": row["tier"]})
+    return why

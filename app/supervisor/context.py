@@ -3,7 +3,9 @@
 The appended system prompt (``--append-system-prompt``, re-sent on every resume because the CLI
 does not persist it, reference §8) carries: the tier's role and limits, the most relevant active
 memories under a size budget (never stale ones; with their decayed confidence, issue #11), and
-for tiers 2-3 the previous tier's handoff and the chain so far.
+for tiers 2-3 the previous tier's handoff and the chain so far, and the cooldowns: the limits and
+what each service's window still allows (issue #13). In a dry run it says so right
+after the role: the tools are read-only then, and the model reports what it would have done.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.engine import cooldowns
 from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, IncidentRow
@@ -90,19 +93,42 @@ def incidents_block(escalating: Sequence[tuple[IncidentRow, str]]) -> str:
             "\nWhen an event of yours is about one of these, set its `key` to the incident's key.")
 
 
+async def cooldowns_block(db: Database, limits: Mapping[str, cooldowns.Limit], *, now: str | None = None) -> str:
+    """The cooldown limits and the active windows (issue #13): "restart api: 2 of 2 in 4h used,
+    next allowed at …; do not restart api, propose it instead". Empty without limits."""
+    return cooldowns.prompt_block(await cooldowns.active(db, limits, now, fresh=True), limits)
+
+
+DRY_RUN_BLOCK = (
+    "## Dry run: change nothing\n"
+    "This run is a dry run. Do not change anything on any system, whatever your role allows: no restart, "
+    "edit, deletion, cleanup, deploy or configuration change. Your tools are read-only for this run; "
+    "investigate as usual. Report every action you would have taken as an event of level \"info\" whose "
+    "message starts with \"would have: \" (for example \"would have: restart nginx on web-1, because its "
+    "config test now passes\"), and list it in `actions` with result \"dry-run\". Escalate as you would "
+    "in a real run."
+)
+
+
 def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None, inventory: str | None = None,
-                  incidents: str | None = None) -> str:
+                  incidents: str | None = None, cooldowns: str | None = None, *, dry_run: bool = False) -> str:
     """``inventory``: the checks file as text (issue #12), given to the language-model tiers;
-    ``incidents``: :func:`incidents_block` of the escalation that started this tier."""
+    ``incidents``: :func:`incidents_block` of the escalation that started this tier;
+    ``cooldowns``: :func:`cooldowns_block` (tiers 2 and 3, the tiers that act); ``dry_run``:
+    :data:`DRY_RUN_BLOCK` (issue #13)."""
     parts = [
         f"You are TierOps {ROLES.get(tier, f'tier {tier}')}. Tiers above you: "
         f"{'none — you are the last automated tier; anything you cannot fix goes to a human' if tier >= max_tier else f'up to tier {max_tier}'}.",
         "Finish by calling the StructuredOutput tool exactly once with your report.",
     ]
+    if dry_run:
+        parts.append(DRY_RUN_BLOCK)
     if handoff:
         parts.append(handoff)
     if incidents:
         parts.append(incidents)
+    if cooldowns:
+        parts.append(cooldowns)
     if inventory:
         parts.append(inventory)
     if memories:

@@ -168,12 +168,13 @@ def stdin_bytes(text: str) -> bytes:
 def build_argv(binary: str | Sequence[str], *, prompt: str, model: str, wire_schema: str | None, system_prompt: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
                add_dirs: Sequence[str] = (), resume: str | None = None, prompt_on_stdin: bool = False,
-               system_prompt_file: str | None = None) -> list[str]:
+               system_prompt_file: str | None = None, max_budget_usd: float | None = None) -> list[str]:
     """The command line. ``prompt_on_stdin``: no prompt argument (the caller writes the prompt to
     stdin, reference §2). ``system_prompt_file``: ``--append-system-prompt-file`` instead of the
     inline ``--append-system-prompt`` (the file holds ``system_prompt``). ``wire_schema`` None:
     no ``--json-schema`` (prompted output mode, issue #11: the schema is in the prompt).
-    ``binary`` may be a command with leading arguments (tier 0: ``python -m app probe --checks F``)."""
+    ``binary`` may be a command with leading arguments (tier 0: ``python -m app probe --checks F``).
+    ``max_budget_usd``: ``--max-budget-usd`` (issue #13; None: none), a single value, not variadic."""
     head = [binary] if isinstance(binary, str) else list(binary)
     if prompt_on_stdin:
         argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
@@ -202,6 +203,10 @@ def build_argv(binary: str | Sequence[str], *, prompt: str, model: str, wire_sch
         argv += ["--disallowedTools", ",".join(disallowed_tools)]
     if max_turns:
         argv += ["--max-turns", str(max_turns)]
+    if max_budget_usd is not None:
+        # The CLI refuses 0 or less ("must be a positive number greater than 0") and stops a run
+        # once its own spend reaches the amount (tests/realcli/test_budget.py).
+        argv += ["--max-budget-usd", repr(float(max_budget_usd))]
     return argv
 
 

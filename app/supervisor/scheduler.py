@@ -16,6 +16,21 @@
   other process holds the cycle lock, so a live ``tierops run`` is not touched; at a cycle's start
   this process holds the lock itself, so no other process can have a session running. Sessions
   whose folder is under another state dir (so under another cycle lock) are left alone.
+* Approvals (issue #13): an approved escalation runs as a cycle of its own
+  (:meth:`Supervisor.start_approved`, :meth:`Supervisor.run_approved`): the rest of the chain from
+  the approved tier, the escalating session as parent. It takes the cycle lock like any cycle;
+  while another cycle runs it is refused with :class:`CycleBusy` and the approval stays pending
+  (the operator approves again later). Pending approvals past their time expire at the start of
+  every cycle (and every 30 s in the server).
+* Health (issue #13): every finished cycle updates ``last_cycle_at``, ``last_cycle_status`` and
+  ``consecutive_failures`` (what ``/healthz`` reports, :meth:`Supervisor.health`) and pings the
+  dead-man heartbeat (``heartbeat.py``: start, then ok or fail). A cycle *failed* when it raised (a
+  bug, storage, a first tier that could not start) or the session it started with ended
+  ``failed``: the check itself did not run. A cycle that ran its check and then needs attention,
+  waits for an approval or escalated did its job (the chain's own notices say what it found). When
+  ``TIEROPS_UNHEALTHY_AFTER`` cycles in a row failed, or one failed on a storage error, one
+  critical "monitor unhealthy" notification goes out per episode, and an info "monitor healthy
+  again" when a cycle succeeds after it.
 
 Log lines (issue #10: "the server logs nothing about cycles"): a cycle's start (trigger, tier)
 and its end (status, sessions, cost, duration) at INFO, with ``cycle`` (this process's count) and
@@ -34,6 +49,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,16 +57,23 @@ from typing import Any
 
 from app.clock import utcnow
 from app.config import Settings
-from app.errors import CycleBusy
+from app.errors import CycleBusy, StorageUnavailable
 from app.logs import oneline
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, load_inventory
+from app.store import approvals as approval_store
 from app.store import processes
-from app.store.db import Database
-from app.store.rows import ChainLink
-from app.supervisor.chain import run_chain
+from app.store import sessions as session_store
+from app.store.approvals import ApprovalRow, ApprovalStateError
+from app.store.db import Database, is_transient
+from app.store.rows import ChainLink, SessionRow
+from app.supervisor import notices
+from app.supervisor.alerts import run_next_queued
+from app.supervisor.chain import BudgetSpent, run_chain
+from app.supervisor.heartbeat import Heartbeat
 from app.supervisor.hub import Hub
+from app.supervisor.notify import Notifier
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
 from app.vocab import FIRST_MODEL_TIER, SessionStatus, Trigger
@@ -105,15 +128,20 @@ def _read_holder(fd: int) -> str:
 
 FIRST_SESSION_WAIT = 10.0  # seconds start_cycle waits for the cycle's first session row
 NEEDS_ATTENTION = "needs_attention"  # a cycle's status when one of its sessions needs a human
+AWAITING_APPROVAL = "awaiting_approval"  # issue #13: it ended waiting for an operator's approval
+APPROVAL_CHECK_INTERVAL = 30.0  # seconds between the server's looks for approvals past their time
 
 
 def cycle_status(chain: list[ChainLink]) -> str:
-    """One word for a finished cycle: ``needs_attention`` when a session of it does, else the
+    """One word for a finished cycle: ``needs_attention`` when a session of it does,
+    ``awaiting_approval`` when its last session waits for an approval to escalate, else the
     status of the session it ended with (``empty`` when it ran none)."""
     if not chain:
         return "empty"
     if any(link["attention"] for link in chain):
         return NEEDS_ATTENTION
+    if approval_store.is_waiting(chain[-1]["escalation_gate"]):
+        return AWAITING_APPROVAL
     return chain[-1]["status"]
 
 
@@ -141,6 +169,17 @@ class Supervisor:
         # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
         self.first_session: asyncio.Future[int] | None = None
         self.cycle = 0  # cycles claimed by this process; the ``cycle`` field of their log lines
+        self.queue_wake = asyncio.Event()  # issue #13: set when a cycle ends; the run queue's worker looks again
+        # Issue #13: notifications, the dead-man heartbeat, and the cycle health /healthz reports.
+        self.notifier = Notifier(db, settings)
+        self.heartbeat = Heartbeat(settings)
+        self.started_monotonic = time.monotonic()  # /healthz measures from here until a cycle finished
+        self.last_cycle_at: str | None = None  # when the last cycle finished (UTC, ISO 8601)
+        self.last_cycle_monotonic: float | None = None
+        self.last_cycle_status: str | None = None  # its cycle_status() word, or "error" when it raised
+        self.last_ok_at: str | None = None  # when the last cycle that did not fail finished
+        self.consecutive_failures = 0
+        self._unhealthy_since: str | None = None  # an open "monitor unhealthy" episode (its dedup key)
 
     @property
     def busy(self) -> bool:
@@ -192,51 +231,73 @@ class Supervisor:
         return self.first_session
 
     async def _run_claimed(self, tier: int, prompt: str | None, trigger: str,
-                           spec: OutputSpec | None = None) -> list[ChainLink]:
+                           spec: OutputSpec | None = None, *, parent: SessionRow | None = None,
+                           handoff: str | None = None, dry_run: bool = False) -> list[ChainLink]:
         cycle = self.cycle
         started = time.monotonic()
         log.info("cycle %d started: %s, tier %d", cycle, trigger, tier,
                  extra={"cycle": cycle, "trigger": trigger, "tier": tier})
+        await self.heartbeat.start_cycle()  # queued: never holds the cycle up
         try:
             try:  # this process holds the cycle lock: no other process has a session running
                 await self._sweep("found at the start of a later cycle")
             except Exception:  # the sweep must never keep the cycle from running
                 log.exception("the sweep of sessions left running failed", extra={"cycle": cycle})
+            try:  # issue #13: approvals past their time end before anything new runs
+                await self.expire_approvals()
+            except Exception:
+                log.exception("expiring approvals failed", extra={"cycle": cycle})
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
-                                    prompt=prompt, trigger=trigger, on_session=self._track, spec=spec)
+                                    prompt=prompt, trigger=trigger, on_session=self._track, spec=spec,
+                                    parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier)
             self.last_chain = chain
             _log_cycle_end(cycle, chain, time.monotonic() - started)
+            await self._cycle_finished(chain, None)
             return chain
         except asyncio.CancelledError:  # a signal, or the server shutting down
             seconds = time.monotonic() - started
             log.warning("cycle %d stopped after %.1f s: this process is stopping", cycle, seconds,
                         extra={"cycle": cycle, "status": SessionStatus.INTERRUPTED, "duration_s": round(seconds, 3)})
             raise
+        except Exception as exc:  # logged once by whoever started the cycle; here only its health
+            await self._cycle_finished(None, exc)
+            raise
         finally:
             self.handles.clear()
             self._running = False
             self._file_lock.release()
+            self.queue_wake.set()
 
     async def run_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None,
-                        trigger: str = Trigger.MANUAL, spec: OutputSpec | None = None) -> list[ChainLink]:
+                        trigger: str = Trigger.MANUAL, spec: OutputSpec | None = None,
+                        dry_run: bool = False) -> list[ChainLink]:
         """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running.
-        ``spec``: the first session's output contract (issue #11; None: the default)."""
+        ``spec``: the first session's output contract (issue #11; None: the default); ``dry_run``:
+        the whole chain is a dry run (issue #13; always with TIEROPS_DRY_RUN)."""
         self._claim(f"{trigger} cycle from tier {tier}")
-        return await self._run_claimed(tier, prompt, trigger, spec)
+        return await self._run_claimed(tier, prompt, trigger, spec, dry_run=dry_run)
 
     async def start_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None, trigger: str = Trigger.MANUAL,
-                          wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None) -> CycleStart:
+                          wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None,
+                          dry_run: bool = False) -> CycleStart:
         """Start a cycle in the background and wait until its first session exists (the one
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
         a cycle runs, and the cycle's own exception if it failed before creating a session."""
         first = self._claim(f"{trigger} cycle from tier {tier}")
+        return await self._start_claimed(first, lambda: self._run_claimed(tier, prompt, trigger, spec,
+                                                                          dry_run=dry_run), trigger, tier, wait)
+
+    async def _start_claimed(self, first: asyncio.Future[int], run: Callable[[], Awaitable[list[ChainLink]]],
+                             trigger: str, tier: int, wait: float) -> CycleStart:
+        """The claimed cycle ``run`` as a background task; returns once its first session exists
+        (see :meth:`start_cycle`)."""
         cycle = self.cycle
         started = False
 
         async def body() -> list[ChainLink]:
             nonlocal started
             started = True
-            return await self._run_claimed(tier, prompt, trigger, spec)
+            return await run()
 
         def finished(task: asyncio.Task[list[ChainLink]]) -> None:
             if not started:  # cancelled before its first step: _run_claimed's finally never ran
@@ -256,6 +317,98 @@ class Supervisor:
         if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
             raise exc
         return CycleStart(None, task)  # finished without a session, or still preparing after `wait` s
+
+    # -- approvals (issue #13) -------------------------------------------------------------------
+
+    async def expire_approvals(self) -> list[ApprovalRow]:
+        """Expire the pending approvals past their time (each one's session then needs attention)."""
+        expired = await approval_store.expire_due(self.db)
+        for a in expired:
+            log.warning("approval #%d to run tier %d expired; session %s needs attention", a["id"], a["tier"],
+                        a["session_pk"], extra={"session": a["session_pk"], "chain": a["chain_id"], "tier": a["tier"]})
+            if a["session_pk"] is not None:  # nobody answered: tell people it now needs a human (issue #13)
+                why = f"approval #{a['id']} to run tier {a['tier']} expired: nobody approved or rejected it in time"
+                await notices.send(self.notifier, [notices.attention_notice(
+                    {"id": a["session_pk"], "tier": a["tier"] - 1}, why)])
+        return expired
+
+    async def watch_approvals(self, every: float = APPROVAL_CHECK_INTERVAL) -> None:
+        """Expire due approvals now, then every ``every`` s until cancelled (the server's lifespan:
+        an approval expires on time even when no cycle starts)."""
+        while True:
+            try:
+                await self.expire_approvals()
+            except Exception:  # storage trouble now must not end the watch
+                log.exception("expiring approvals failed")
+            await asyncio.sleep(every)
+
+    async def start_approved(self, approval_id: int, actor: str, note: str | None = None, *,
+                             wait: float = FIRST_SESSION_WAIT) -> CycleStart:
+        """Approve a pending approval and start the rest of its chain in the background (POST
+        /api/v1/approvals/{id}/approve, the dashboard's Approve), like :meth:`start_cycle`. Raises
+        LookupError, :class:`ApprovalStateError`, or :class:`CycleBusy` while a cycle runs — the
+        approval then stays pending."""
+        first, approval, parent = await self._approve(approval_id, actor, note)
+        started = await self._start_claimed(first, lambda: self._run_approved(approval, parent), Trigger.ESCALATION,
+                                            approval["tier"], wait)
+        if started.session_pk is not None:  # at once, so the approval links its session while it runs
+            await approval_store.set_child(self.db, approval_id, started.session_pk)
+        return started
+
+    async def run_approved(self, approval_id: int, actor: str, note: str | None = None) -> list[ChainLink]:
+        """:meth:`start_approved`, run to its end in this process (``tierops approvals approve``)."""
+        _first, approval, parent = await self._approve(approval_id, actor, note)
+        return await self._run_approved(approval, parent)
+
+    async def _approve(self, approval_id: int, actor: str,
+                       note: str | None) -> tuple[asyncio.Future[int], ApprovalRow, SessionRow]:
+        """Claim the cycle, then mark the approval approved: in this order, so an approval is never
+        approved without the cycle that runs it."""
+        current = await approval_store.get_approval(self.db, approval_id, fresh=True)
+        if current is None:
+            raise LookupError(f"no approval {approval_id}")
+        if current["status"] != approval_store.ApprovalStatus.PENDING:
+            raise ApprovalStateError(approval_store.decided_text(current))
+        try:
+            first = self._claim(f"approval #{approval_id}: tier {current['tier']}")
+        except CycleBusy:
+            raise CycleBusy(f"a cycle is running; approve again when it has finished (approval #{approval_id} "
+                            "stays pending)") from None
+        try:
+            approval = await approval_store.decide(self.db, approval_id, "approved", actor, note)
+            parent = (await session_store.get_session(self.db, approval["session_pk"], fresh=True)
+                      if approval["session_pk"] is not None else None)
+            if parent is None:  # pragma: no cover - decide() refuses a pruned session; a prune racing it
+                raise ApprovalStateError(f"approval #{approval_id}: the session that escalated no longer exists")
+        except BaseException:
+            self._running = False
+            self._file_lock.release()
+            raise
+        log.info("approval #%d approved by %s: tier %d continues the chain of session %d", approval_id, actor,
+                 approval["tier"], parent["id"],
+                 extra={"session": parent["id"], "chain": approval["chain_id"], "to_tier": approval["tier"]})
+        return first, approval, parent
+
+    async def _run_approved(self, approval: ApprovalRow, parent: SessionRow) -> list[ChainLink]:
+        first = self.first_session
+        try:
+            chain = await self._run_claimed(approval["tier"], None, Trigger.ESCALATION, parent=parent,
+                                            handoff=approval["handoff"])
+        except Exception as exc:
+            if first is None or not first.done():  # the approved tier never started: a human must know
+                await session_store.set_attention(
+                    self.db, parent["id"], f"approval #{approval['id']}: tier {approval['tier']} could not start: "
+                                           f"{type(exc).__name__}: {oneline(exc)}")
+            raise
+        child = next((link["id"] for link in chain if link["parent_session_id"] == parent["id"]), None)
+        if child is not None:
+            await approval_store.set_child(self.db, approval["id"], child)
+        return chain
+
+    async def run_queued(self) -> int:
+        """Issue #13: start the oldest queued run (an alert that came while a cycle ran) when no
+        cycle is running; 1 if one started, else 0 (``app/supervisor/alerts.py``)."""
+        return await run_next_queued(self)
 
     def _track(self, pk: int, handle: SessionHandle) -> None:
         self.handles[pk] = handle
@@ -312,7 +465,7 @@ class Supervisor:
             started = time.monotonic()
             try:
                 await self.run_cycle(tier=self.settings.first_tier, trigger=Trigger.SCHEDULE)
-            except CycleBusy as exc:
+            except (CycleBusy, BudgetSpent) as exc:  # BudgetSpent: tier 1 first, daily budget spent (issue #13)
                 log.warning("scheduled cycle skipped: %s", exc)
             except Exception:  # a broken cycle must not stop the schedule; logged here, once
                 log.exception("scheduled cycle failed", extra={"cycle": self.cycle, "trigger": Trigger.SCHEDULE})
@@ -322,11 +475,121 @@ class Supervisor:
             await asyncio.sleep(self._next_delay(started))
 
     async def shutdown(self) -> None:
-        """Stop running sessions (their process groups) and wait for the cycle to wind down."""
+        """Stop running sessions (their process groups) and wait for the cycle to wind down; then
+        let the heartbeat and the notifications out (a few seconds at most: issue #13)."""
         self.stop_all(STOPPED_BY_SHUTDOWN)
         if self.current_task and not self.current_task.done():
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)
+        await self.heartbeat.close()
+        await self.notifier.close()
+
+    async def start(self) -> None:
+        """Start what runs beside the cycles: the notification sender (issue #13). :meth:`shutdown`
+        stops it; without ``start`` messages are recorded and wait for a process that sends."""
+        await self.notifier.start()
+
+    # -- health (issue #13) ----------------------------------------------------------------------
+
+    async def _cycle_finished(self, chain: list[ChainLink] | None, exc: BaseException | None) -> None:
+        """Record the cycle's health, ping the heartbeat, tell about the monitor's own health.
+        Never raises: the cycle's result is what its caller gets."""
+        try:
+            word = "error" if exc is not None else cycle_status(chain or [])
+            first = chain[0] if chain else None
+            failed = exc is not None or word == SessionStatus.FAILED or (
+                first is not None and first["status"] == SessionStatus.FAILED)
+            self.last_cycle_at, self.last_cycle_monotonic, self.last_cycle_status = utcnow(), time.monotonic(), word
+            if failed:
+                self.consecutive_failures += 1
+                await self.heartbeat.cycle_failed()
+            else:
+                self.consecutive_failures = 0
+                self.last_ok_at = self.last_cycle_at
+                await self.heartbeat.cycle_ok()
+            await self._monitor_notices(failed, _storage_error(chain, exc), _failure(chain, exc))
+        except Exception:
+            log.exception("cycle %d: its health could not be recorded", self.cycle, extra={"cycle": self.cycle})
+
+    async def _monitor_notices(self, failed: bool, storage: str | None, failure: str) -> None:
+        n, limit = self.consecutive_failures, self.settings.unhealthy_after
+        if failed and self._unhealthy_since is None and (storage is not None or n >= limit):
+            self._unhealthy_since = self.last_cycle_at or utcnow()
+            what = "storage error" if storage is not None else f"{n} cycles in a row failed"
+            body = (f"{n} cycle(s) in a row failed (TIEROPS_UNHEALTHY_AFTER={limit}); the last: "
+                    f"{storage or failure}.\nLast cycle that did not fail: {self.last_ok_at or 'none since start'}. "
+                    "/healthz answers 503 while this lasts.")
+            await self.notifier.notify("monitor", "critical", f"tierops: monitor unhealthy — {what}", body,
+                                       link_path="/", dedup_key=f"monitor:unhealthy:{self._unhealthy_since}")
+        elif not failed and self._unhealthy_since is not None:
+            since, self._unhealthy_since = self._unhealthy_since, None
+            await self.notifier.notify("monitor", "info", "tierops: monitor healthy again",
+                                       f"A cycle finished ({self.last_cycle_status}) at {self.last_cycle_at}; "
+                                       f"cycles had failed since {since}.",
+                                       link_path="/", dedup_key=f"monitor:healthy:{since}")
+
+    def schedule_period(self) -> float:
+        """Seconds between scheduled cycles: the cron's gap between its next two times, else
+        :meth:`cycle_interval`."""
+        if self.settings.cron:
+            from croniter import croniter
+
+            it = croniter(self.settings.cron, datetime.now(UTC))
+            first: datetime = it.get_next(datetime)
+            second: datetime = it.get_next(datetime)
+            return (second - first).total_seconds()
+        return self.cycle_interval()
+
+    def longest_tier_timeout(self) -> int:
+        """The longest a session of a scheduled cycle may run (tiers first_tier..max_tier)."""
+        first = self.settings.first_tier
+        return max(self.settings.tier(n).timeout for n in range(first, max(first, self.settings.max_tier) + 1))
+
+    def health(self, *, scheduled: bool) -> dict[str, Any]:
+        """For ``/healthz``: the cycle facts and ``problems`` (empty: healthy). ``scheduled``: this
+        process runs the schedule; then a cycle must have finished within twice the schedule's
+        period plus the longest tier timeout (counted from the start until one has)."""
+        problems: list[str] = []
+        scheduler = "off"
+        if scheduled:
+            allowed = 2 * self.schedule_period() + self.longest_tier_timeout()
+            age = time.monotonic() - (self.last_cycle_monotonic or self.started_monotonic)
+            scheduler = "ok"
+            if age > allowed:
+                scheduler = "stale"
+                what = "no cycle finished" if self.last_cycle_monotonic is None else "no cycle finished since"
+                problems.append(f"{what} in {age:.0f} s (allowed: {allowed:.0f} s, twice the schedule's period "
+                                "plus the longest tier timeout)")
+        if self.consecutive_failures >= self.settings.unhealthy_after:
+            problems.append(f"the last {self.consecutive_failures} cycles failed "
+                            f"(TIEROPS_UNHEALTHY_AFTER={self.settings.unhealthy_after})")
+        return {"scheduler": scheduler, "last_cycle_at": self.last_cycle_at,
+                "last_cycle_status": self.last_cycle_status, "consecutive_failures": self.consecutive_failures,
+                "problems": problems}
+
+
+def _storage_error(chain: list[ChainLink] | None, exc: BaseException | None) -> str | None:
+    """The storage error a cycle ended with (raised, or a session's "storage error: …"), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, StorageUnavailable) or (is_transient(seen) and not isinstance(seen, OSError)):
+            text = oneline(seen)
+            return text if text.startswith("storage error") else f"storage error: {type(seen).__name__}: {text}"
+        seen = seen.__cause__ or seen.__context__
+    for link in chain or []:
+        if (link["status_reason"] or "").startswith("storage error"):
+            return oneline(link["status_reason"])
+    return None
+
+
+def _failure(chain: list[ChainLink] | None, exc: BaseException | None) -> str:
+    """What went wrong, in one line, for the monitor's notice."""
+    if exc is not None:
+        return f"{type(exc).__name__}: {oneline(exc)}"
+    if chain:
+        first = chain[0]
+        return f"session {first['id']} (tier {first['tier']}) ended {first['status']}: {oneline(first['status_reason'] or '')}"
+    return "no session ran"
 
 
 def _log_cycle_end(cycle: int, chain: list[ChainLink], seconds: float) -> None:

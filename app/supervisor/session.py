@@ -14,6 +14,13 @@ Large texts (issue #9 §4): a system prompt too long for the command line
 passed as ``--append-system-prompt-file`` on every run, resumes included; a prompt too long is
 written to the CLI's stdin. The full texts are stored in the database as before.
 
+Guards (issue #13): a dry run (``TierRequest.dry_run``) gets only the read-only rules
+(``READ_ONLY_TOOLS``) as ``--allowedTools``, never the tier's own (tiers 2-3 allow a general
+``Bash``), and ``Edit``, ``Write``, ``NotebookEdit`` plus the tier's own ``--disallowedTools``. A
+tier with ``TIEROPS_TIERn_MAX_BUDGET_USD`` gets ``--max-budget-usd``; the CLI counts it per
+process (a resume starts again from $0, ``tests/realcli/test_budget.py``), so a resume gets what
+is left of it, and none is started once it is spent.
+
 The CLI's pid, process group and start time are stored on the row as soon as it starts
 (``store.processes.record_process``), so a supervisor that dies without finalizing leaves enough
 for the next one to kill a CLI still running (``Supervisor.recover_interrupted``). Any failure
@@ -34,13 +41,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.config import Settings
+from app.config import READ_ONLY_TOOLS, Settings, TierConfig
 from app.engine.outcomes import AttemptOutcome
 from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
 from app.errors import CLIError, StorageUnavailable
 from app.logs import oneline
 from app.output.extract import format_section, recovery_section
+from app.output.outcome import Budget, usd
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.paths import PACKAGE_ROOT
@@ -77,6 +85,7 @@ class TierRequest:
     parent_pk: int | None = None
     chain_id: int | None = None
     spec: OutputSpec | None = None  # the output contract (issue #11); None: the default, native
+    dry_run: bool = False  # issue #13: read-only tools, told to only say what it would do
 
 
 @dataclass
@@ -85,6 +94,25 @@ class SessionResult:
     report: SessionReport
     api_failure: bool
     attempts: int
+
+
+DRY_RUN_DISALLOWED = ("Edit", "Write", "NotebookEdit")
+
+
+def tools_for(cfg: TierConfig, dry_run: bool) -> tuple[list[str], list[str]]:
+    """A run's ``--allowedTools`` and ``--disallowedTools``: the tier's own, or in a dry run the
+    read-only rules and the editing tools removed (issue #13)."""
+    if not dry_run:
+        return cfg.allowed_tools, cfg.disallowed_tools
+    allowed = [rule.strip() for rule in READ_ONLY_TOOLS.split(",")]  # its rules hold no comma
+    return allowed, list(dict.fromkeys([*DRY_RUN_DISALLOWED, *cfg.disallowed_tools]))
+
+
+def tier_budget(settings: Settings, tier: int) -> Budget | None:
+    """The tier's ``--max-budget-usd`` (issue #13); None without one (tier 0 costs nothing)."""
+    amount = {1: settings.tier1_max_budget_usd, 2: settings.tier2_max_budget_usd,
+              3: settings.tier3_max_budget_usd}.get(tier, 0.0)
+    return Budget(amount, f"TIEROPS_TIER{tier}_MAX_BUDGET_USD") if amount > 0 else None
 
 
 STOPPED_BY_OPERATOR = "stopped by an operator"
@@ -120,10 +148,13 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     spec = req.spec or OutputSpec.default(validator, settings.output_mode)
     validator = spec.validator
     max_retries = spec.max_retries if spec.max_retries is not None else settings.output_max_retries
+    budget = tier_budget(settings, req.tier)
+    allowed_tools, disallowed_tools = tools_for(cfg, req.dry_run)
     options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
-                                            output_mode=spec.mode)
+                                            output_mode=spec.mode, budget=budget)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
-                                      trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec)
+                                      trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec,
+                                      dry_run=req.dry_run, max_budget_usd=budget.usd if budget else None)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
 
@@ -154,19 +185,19 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         first_prompt = f"{req.prompt}\n\n{format_section(spec.schema)}" if prompted else req.prompt
         system_file = _system_prompt_file(cwd, req.system_prompt)
 
-        def launch_for(prompt: str, resume: str | None = None) -> Launch:
+        def launch_for(prompt: str, resume: str | None = None, budget_usd: float | None = None) -> Launch:
             """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and
             ``--append-system-prompt`` (reference §8); a prompt too long for the command line
             goes to stdin."""
             on_stdin = too_long_for_argv(prompt)
             argv = build_argv(cfg.command, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
-                              system_prompt=req.system_prompt, allowed_tools=cfg.allowed_tools,
-                              disallowed_tools=cfg.disallowed_tools, max_turns=cfg.max_turns,
+                              system_prompt=req.system_prompt, allowed_tools=allowed_tools,
+                              disallowed_tools=disallowed_tools, max_turns=cfg.max_turns,
                               add_dirs=settings.read_dirs(), resume=resume, prompt_on_stdin=on_stdin,
-                              system_prompt_file=system_file)
+                              system_prompt_file=system_file, max_budget_usd=budget_usd)
             return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(prompt) if on_stdin else None)
 
-        launch = launch_for(first_prompt)
+        launch = launch_for(first_prompt, budget_usd=budget.usd if budget else None)
         await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
                                   argv=launch.argv, system_prompt=req.system_prompt)
         log.info("session %d started: tier %d (%s), trigger %s%s", rec.session_pk, req.tier, cfg.model, req.trigger,
@@ -189,6 +220,13 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         retries = 0
         while (override is None and outcome.needs_recovery and rec.session_id
                and retries < max_retries and not handle.stopped):
+            left: float | None = None
+            if budget is not None:  # the CLI would start the resume's budget again from $0
+                left = round(budget.usd - _spent(rec.outcomes), 6)  # "0.03" on the command line, not 0.0299999…
+                if left <= 0:
+                    override = (SessionStatus.COMPLETED, f"output recovery not started: the session spent "
+                                f"{usd(budget.usd - left)} of its {usd(budget.usd)} budget ({budget.setting})")
+                    break
             retries += 1
             rec.begin_attempt(AttemptKind.RESUME)
             log.info("session %d: output recovery, resume %d of %d", rec.session_pk, retries,
@@ -196,7 +234,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             errors = outcome.validation.errors_as_dicts() if outcome.validation else []
             again = (recovery_section(errors, outcome.has_output) if prompted
                      else recovery_prompt(errors, outcome.has_output))
-            resume = launch_for(again, resume=rec.session_id)
+            resume = launch_for(again, resume=rec.session_id, budget_usd=left)
             proc_out = await _spawn(handle, resume, sink, settings, record)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
             outcome = await rec.end_attempt(exit_code)
@@ -239,6 +277,11 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         hub.notify(rec.session_pk, "session_finished", status=report["status"])
     api_failure = bool(outcome and outcome.run.api_failure and override is None)
     return SessionResult(rec.session_pk, report, api_failure, report["attempts"])
+
+
+def _spent(outcomes: list[AttemptOutcome]) -> float:
+    """Dollars the session's runs cost so far (each result line counts its own process)."""
+    return sum(o.result.total_cost_usd or 0.0 for o in outcomes if o.result is not None)
 
 
 def _system_prompt_file(cwd: Path, text: str) -> str | None:

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.engine import cooldowns as cooldown_engine
 from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.errors import CycleBusy
 from app.store import activity as activity_store
@@ -33,9 +34,9 @@ from app.store import schemas as schema_store
 from app.store import sessions as session_store
 from app.store.memories import MemoryConflict
 from app.store.rows import SessionRow
-from app.supervisor.chain import tier0_problem
+from app.supervisor.chain import BudgetSpent, tier0_problem
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
-from app.web import incidents_api
+from app.web import alerts_api, approvals_api, incidents_api
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
 from app.web.limits import (
     MEMORY_CATEGORY_MAX,
@@ -49,6 +50,7 @@ from app.web.limits import (
 )
 from app.web.openapi import (
     ACTIVITY_LIMIT,
+    COOLDOWN_ACTIONS_LIMIT,
     EVENTS_LIMIT,
     MEMORIES_LIMIT,
     SCHEMAS_LIMIT,
@@ -73,6 +75,7 @@ class RunRequest(BaseModel):
     output_schema_name: str | None = Field(None, pattern=SCHEMA_NAME_PATTERN)
     output_mode: Literal["native", "prompted"] | None = None
     max_retries: int | None = Field(None, ge=0, le=OUTPUT_MAX_RETRIES_MAX)
+    dry_run: bool = False  # issue #13: the whole chain read-only, reporting what it would do
 
     @field_validator("max_retries", mode="before")
     @classmethod
@@ -227,9 +230,11 @@ async def runs(request: Request) -> Response:
         raise ApiError(422, "invalid_output_schema", exc.detail) from None
     try:
         started = await st.supervisor.start_cycle(tier=tier, prompt=req.prompt, trigger=Trigger.MANUAL,
-                                                  spec=spec)
+                                                  spec=spec, dry_run=req.dry_run)
     except CycleBusy as exc:
         raise ApiError(409, "cycle_running", str(exc)) from None
+    except BudgetSpent as exc:  # issue #13: no session was created
+        raise ApiError(409, "daily_budget_spent", str(exc)) from None
     except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
         raise ApiError(500, "run_failed", f"the cycle could not start: {exc}") from None
     if started.session_pk is None:
@@ -319,6 +324,17 @@ async def memory(request: Request) -> Response:
     return JSONResponse(row)
 
 
+async def cooldowns(request: Request) -> Response:
+    """Issue #13: the limits, what each (kind, service) has used and the newest actions."""
+    st = state(request)
+    try:
+        limits = cooldown_engine.parse_limits(st.settings.cooldowns)
+    except cooldown_engine.CooldownError as exc:
+        raise ApiError(500, "config_error", str(exc)) from None
+    body = await cooldown_engine.report(st.db, limits, recent=_limit(request, COOLDOWN_ACTIONS_LIMIT))
+    return JSONResponse(body)
+
+
 async def openapi(request: Request) -> Response:
     return JSONResponse(document(token_required=state(request).token is not None))
 
@@ -363,5 +379,13 @@ routes = [
     Route("/incidents/{id}/ack", _documented("/incidents/{id}/ack", incidents_api.ack), methods=["POST"]),
     Route("/incidents/{id}/resolve", _documented("/incidents/{id}/resolve", incidents_api.resolve), methods=["POST"]),
     Route("/incidents/{id}/silence", _documented("/incidents/{id}/silence", incidents_api.silence), methods=["POST"]),
+    Route("/approvals", _documented("/approvals", approvals_api.approvals)),
+    Route("/approvals/{id}", _documented("/approvals/{id}", approvals_api.approval)),
+    Route("/approvals/{id}/approve", _documented("/approvals/{id}/approve", approvals_api.approve), methods=["POST"]),
+    Route("/approvals/{id}/reject", _documented("/approvals/{id}/reject", approvals_api.reject_endpoint),
+          methods=["POST"]),
+    Route("/cooldowns", _documented("/cooldowns", cooldowns)),
+    Route("/alerts", _documented("/alerts", alerts_api.alerts), methods=["POST"]),  # issue #13
+    Route("/queue", _documented("/queue", alerts_api.queue)),
     Route("/openapi.json", openapi),
 ]

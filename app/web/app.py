@@ -2,8 +2,8 @@
 
 Lifespan order (the only startup hook starlette has): open the store (migrations run there),
 mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler and
-the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10); on shutdown stop running sessions'
-process groups, cancel the scheduler and the prune, close the store.
+the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10) and the approvals' expiry watch (issue
+#13); on shutdown stop running sessions' process groups, cancel those tasks, close the store.
 One uvicorn worker: the scheduler and the SSE hub live in this process.
 
 Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
@@ -34,17 +34,20 @@ from starlette.staticfiles import StaticFiles
 from app.config import Settings
 from app.engine.retention import prune_daily
 from app.errors import ConfigError
-from app.logs import AccessLog
+from app.logs import AccessLog, oneline
 from app.output.validate import OutputValidator
 from app.redact import install_log_redaction, redactor_for
 from app.store import dashboard
 from app.store import incidents as incident_store
+from app.store import notifications as notification_store
 from app.store.db import Database
+from app.supervisor.alerts import work_queue
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
+from app.tasks import stop as stop_task
 from app.vocab import ServiceStatus
-from app.web import api, incident_pages, pages, schema_pages, streams
+from app.web import api, approval_pages, incident_pages, pages, schema_pages, streams
 from app.web.auth import (
     COOKIE,
     COOKIE_MAX_AGE,
@@ -70,6 +73,9 @@ class Metrics:
         self.lines = Gauge("tierops_ingest_lines_total", "Stream lines stored", registry=self.registry)
         self.sse = Gauge("tierops_sse_clients", "Open SSE subscriptions", registry=self.registry)
         self.busy = Gauge("tierops_cycle_running", "1 while a cycle runs", registry=self.registry)
+        # issue #13: notifications by status (pending, sent, failed, suppressed, digested)
+        self.notifications = Gauge("tierops_notifications_total", "Stored notifications", ["status"],
+                                   registry=self.registry)
         # issue #12: incidents and the probe's checks
         self.incidents = Gauge("tierops_incidents_open", "Unresolved incidents", ["service", "severity", "status"],
                                registry=self.registry)
@@ -90,6 +96,9 @@ class Metrics:
         self.sse.set(st.hub.subscriber_count)
         self.busy.set(int(st.supervisor.busy))
         await self._incidents(st)
+        self.notifications.clear()
+        for c in await notification_store.counts(st.db):
+            self.notifications.labels(c["status"]).set(c["count"])
         return generate_latest(self.registry)
 
     async def _incidents(self, st: WebState) -> None:
@@ -109,12 +118,31 @@ class Metrics:
 
 
 async def healthz(request: Request) -> Response:
+    """Issue #13: an honest health check, unauthenticated and cheap. 503 when the database cannot
+    be written (a real write probe), when the schedule runs here and no cycle finished in time
+    (``Supervisor.health``), or when the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed. The
+    body says which (``problems``); notifications show counts and errors, never their URLs."""
+    st = state(request)
     try:
-        await dashboard.ping(state(request).db)
+        await dashboard.ping(st.db)
+        write_problem = await dashboard.write_problem(st.db)
     except Exception as exc:  # the point of a health check: report, never raise
-        log.warning("health check failed: %s: %s", type(exc).__name__, exc)
-        return JSONResponse({"status": "error", "db": str(exc)}, status_code=503)
-    return JSONResponse({"status": "ok", "db": "ok"})
+        write_problem = f"{type(exc).__name__}: {exc}"
+    health = st.supervisor.health(scheduled=st.settings.schedule)
+    problems: list[str] = list(health.pop("problems"))
+    if write_problem:
+        problems.insert(0, f"the database cannot be written: {oneline(write_problem)}")
+    body = {"status": "unhealthy" if problems else "ok", **health,
+            "storage": f"error: {oneline(write_problem)}" if write_problem else "ok",
+            "notifications": st.supervisor.notifier.status(), "problems": problems}
+    previous = getattr(request.app.state, "health_problems", [])
+    if problems != previous:  # logged when it changes, not at every poll
+        request.app.state.health_problems = problems
+        if problems:
+            log.warning("health check: unhealthy: %s", "; ".join(problems))
+        else:
+            log.info("health check: healthy again")
+    return JSONResponse(body, status_code=503 if problems else 200)
 
 
 async def metrics(request: Request) -> Response:
@@ -184,20 +212,24 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
         await supervisor.recover_interrupted()
+        await supervisor.start()  # issue #13: the notification sender (stopped by shutdown below)
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
         pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
+        # Issue #13: pending approvals expire on time even when no cycle starts (checked every 30 s).
+        approvals_watch = spawn(supervisor.watch_approvals(), "tierops-approvals")
+        # Issue #13: runs queued by alerts start when the cycle is free (woken when a cycle ends).
+        run_queue_worker = spawn(work_queue(supervisor), "tierops-run-queue")
         log.info("serving state %s (database %s); scheduled cycles %s; retention %s", settings.state_dir,
                  settings.db_path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
                  f"{settings.retention_days} days" if settings.retention_days else "off")
         try:
             yield
         finally:
-            if pruner is not None:  # before the store closes; a prune cut short rolls its batch back
-                pruner.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
-                    await pruner
+            await stop_task(run_queue_worker)  # first: no queued run may start while shutting down
+            await stop_task(approvals_watch)
+            await stop_task(pruner)  # before the store closes; a prune cut short rolls its batch back
             if scheduler is not None:
                 scheduler.cancel()
             await supervisor.shutdown()
@@ -216,11 +248,13 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         *pages.routes,
         *schema_pages.routes,
         *incident_pages.routes,
+        *approval_pages.routes,
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan,
-        middleware=[Middleware(SecurityMiddleware, token=token)],
+        middleware=[Middleware(SecurityMiddleware, token=token, webhook_token=(
+            settings.webhook_token.get_secret_value() if settings.webhook_token else None))],
         exception_handlers={HTTPException: http_error, Exception: server_error},
     )
     app.state.metrics = Metrics()

@@ -10,6 +10,11 @@ untouched; starlette's BaseHTTPMiddleware would buffer them).
 * Without a token, a request whose ``Host`` is not exactly ``localhost``, ``127.0.0.1`` or
   ``[::1]`` (any port) is refused (DNS rebinding: a hostile page on a name resolving to 127.0.0.1
   would otherwise be "same origin").
+* Webhook token (``TIEROPS_WEBHOOK_TOKEN``, issue #13): valid for ``POST /api/v1/alerts`` only, as
+  ``Authorization: Bearer <token>`` or ``?token=<token>`` (Alertmanager and Grafana can set a
+  header; some senders cannot). An alert sender then never holds the API token. The query string
+  is never logged (``app/logs.py`` writes the path alone). Without an API token the server is
+  loopback-only and alerts are accepted from there like every other call.
 * CSRF: every POST/PUT/PATCH/DELETE (forms and API) is refused with 403 when the browser says it
   comes from elsewhere: ``Sec-Fetch-Site`` other than same-origin/none, or an ``Origin`` whose host
   differs from ``Host``. Scripts (curl, the API with a bearer token) send neither and pass.
@@ -25,7 +30,7 @@ import json
 import logging
 import time
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,6 +41,7 @@ COOKIE = "tierops_session"
 COOKIE_MAX_AGE = 7 * 24 * 3600
 OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json")  # the document holds no data
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+WEBHOOK_PATH = "/api/v1/alerts"  # the one operation TIEROPS_WEBHOOK_TOKEN opens (POST)
 # Defence in depth behind escaping: no inline script, no plugin, no framing, no MIME sniffing.
 SECURITY_HEADERS = [
     (b"content-security-policy",
@@ -94,9 +100,10 @@ def cross_site(headers: Headers) -> str | None:
 
 
 class SecurityMiddleware:
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, webhook_token: str | None = None) -> None:
         self.app = app
         self.token = token
+        self.webhook_token = webhook_token or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -134,15 +141,29 @@ class SecurityMiddleware:
             scope.setdefault("state", {})["authenticated"] = True
             await self.app(scope, receive, send)
             return
+        if self._webhook_ok(scope, bearer):
+            scope.setdefault("state", {})["webhook"] = True
+            await self.app(scope, receive, send)
+            return
         if is_api or scope["method"] != "GET" or path.endswith("/stream"):
+            hint = " (alerts: or TIEROPS_WEBHOOK_TOKEN, as a bearer token or ?token=)" if path == WEBHOOK_PATH else ""
             await _respond(send, 401, True, "unauthorized",
-                           "send 'Authorization: Bearer <TIEROPS_TOKEN>' or log in at /login",
+                           f"send 'Authorization: Bearer <TIEROPS_TOKEN>' or log in at /login{hint}",
                            extra=[(b"www-authenticate", b'Bearer realm="tierops"')])
             return
         target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", f"/login?next={quote(target, safe='')}".encode())]})
         await send({"type": "http.response.body", "body": b""})
+
+    def _webhook_ok(self, scope: Scope, bearer: str | None) -> bool:
+        """The webhook token, as bearer or ``?token=``, on ``POST /api/v1/alerts`` only."""
+        if self.webhook_token is None or scope["method"] != "POST" or scope["path"] != WEBHOOK_PATH:
+            return False
+        if token_ok(self.webhook_token, bearer):
+            return True
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        return any(token_ok(self.webhook_token, offered) for offered in query.get("token", [])[-1:])
 
 
 async def _respond(send: Send, status: int, as_json: bool, error: str, detail: str,

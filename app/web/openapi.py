@@ -20,6 +20,17 @@ from collections.abc import Sequence
 from typing import Any, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
 
 from app import __version__
+from app.engine.alerts import (
+    ALERTS_MAX,
+    FINGERPRINT_MAX,
+    FINGERPRINT_PATTERN,
+    GENERIC_DETAILS_MAX,
+    SERVICE_MAX,
+    SEVERITY_WORDS,
+    TITLE_MAX,
+)
+from app.engine.cooldowns import CooldownReport
+from app.store.approvals import ApprovalRow, ApprovalStatus
 from app.store.incidents import NOTE_MAX, OPERATOR_MAX, UNTIL_HELP
 from app.store.rows import (
     EventRow,
@@ -30,6 +41,8 @@ from app.store.rows import (
     SessionRow,
     TimelineRow,
 )
+from app.store.run_queue import STATUSES as QUEUE_STATUSES
+from app.store.run_queue import QueuedRunRow
 from app.vocab import MAX_TIER, MIN_TIER, IncidentStatus, Level, SessionStatus, values
 from app.web.limits import (
     API_BODY_MAX_BYTES,
@@ -53,6 +66,9 @@ EVENTS_LIMIT = (100, 1, 1000)
 MEMORIES_LIMIT = (200, 1, 2000)
 SCHEMAS_LIMIT = (200, 1, 500)
 INCIDENTS_LIMIT = (100, 1, 1000)
+QUEUE_LIMIT = (100, 1, 1000)  # issue #13: GET /queue
+COOLDOWN_ACTIONS_LIMIT = (20, 1, 500)  # issue #13: the recent actions GET /cooldowns lists
+APPROVALS_LIMIT = (100, 1, 1000)
 
 # Incidents (issue #12, app/web/incidents_api.py): the status filter ("unresolved": open and
 # acknowledged), the operator's name (one line) and the shape of a silence's end, which
@@ -139,6 +155,13 @@ class IncidentDetail(IncidentRow):
     timeline: Sequence[TimelineRow]
 
 
+class ApprovalStarted(TypedDict):
+    """An approval just approved and the session of the tier it started (issue #13)."""
+
+    approval: ApprovalRow
+    session_id: int
+
+
 class RunStarted(TypedDict):
     id: int
     tier: int
@@ -148,6 +171,25 @@ class RunStarted(TypedDict):
 class StopAccepted(TypedDict):
     id: int
     stopping: bool
+
+
+class AlertRun(TypedDict):
+    """Issue #13: the investigation of one alert: the session started, the queued run, or why none."""
+
+    session_id: int | None
+    queued_id: int | None
+    why_not: str | None
+
+
+class AlertResult(TypedDict):
+    fingerprint: str
+    incident_id: int | None
+    change: str  # opened | updated | resolved | ignored
+    run: AlertRun
+
+
+class AlertsAccepted(TypedDict):
+    alerts: list[AlertResult]
 
 
 _PRIMITIVES: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean",
@@ -287,7 +329,82 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
     "Session": SessionListRow, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
     "Result": ResultBody, "RunStarted": RunStarted, "StopAccepted": StopAccepted, "Event": EventRow,
     "Memory": MemoryRow, "Schema": SchemaRow, "Incident": IncidentRow, "IncidentDetail": IncidentDetail,
+    "Approval": ApprovalRow, "ApprovalStarted": ApprovalStarted,
+    "Cooldowns": CooldownReport,
+    "AlertsAccepted": AlertsAccepted, "QueuedRun": QueuedRunRow,
 }
+
+
+# --- alerts in (issue #13): the three shapes app/engine/alerts.py reads -----------------------
+
+def _alert_schemas() -> dict[str, Any]:
+    """Alertmanager (version "4"), Grafana (version "1") and the generic shape. The two senders'
+    objects may carry fields TierOps does not read (they add fields between releases)."""
+    text: dict[str, Any] = {"type": ["string", "null"]}
+    labels: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+    status: dict[str, Any] = {"type": "string", "enum": ["firing", "resolved"]}
+    fingerprint: dict[str, Any] = {"type": ["string", "null"], "maxLength": FINGERPRINT_MAX,
+                                   "pattern": FINGERPRINT_PATTERN}
+    alert = {"status": status, "labels": labels, "annotations": labels, "startsAt": text, "endsAt": text,
+             "generatorURL": text, "fingerprint": fingerprint}
+    group = {"status": status, "receiver": text, "groupKey": text, "externalURL": text,
+             **{name: {**labels, "type": ["object", "null"]} for name in ("groupLabels", "commonLabels",
+                                                                          "commonAnnotations")},
+             "truncatedAlerts": {"type": ["integer", "null"], "minimum": 0}}
+
+    def alerts(item: str) -> dict[str, Any]:
+        return {"type": "array", "minItems": 1, "maxItems": ALERTS_MAX, "items": {"$ref": f"#/components/schemas/{item}"}}
+
+    return {
+        "AlertmanagerAlert": {"type": "object", "required": ["status", "labels"], "properties": alert},
+        "GrafanaAlert": {"type": "object", "required": ["status", "labels"], "properties": {
+            **alert, "silenceURL": text, "dashboardURL": text, "panelURL": text,
+            "values": {"type": ["object", "null"]}, "valueString": text}},
+        "AlertmanagerPayload": {"type": "object", "required": ["version", "status", "alerts"],
+                                "description": "Prometheus Alertmanager's webhook",
+                                "properties": {**group, "version": {"type": "string", "enum": ["4"]},
+                                               "alerts": alerts("AlertmanagerAlert")}},
+        "GrafanaPayload": {"type": "object", "required": ["version", "status", "alerts"],
+                           "description": "Grafana alerting's webhook contact point",
+                           "properties": {**group, "version": {"type": "string", "enum": ["1"]},
+                                          "alerts": alerts("GrafanaAlert"), "orgId": {"type": ["integer", "null"]},
+                                          "title": text, "state": text, "message": text}},
+        "GenericAlert": {"type": "object", "additionalProperties": False, "required": ["title"],
+                         "description": "One alert from a script (severity: critical/error/page/high are "
+                                        "critical, warning/warn/medium warning, else info)",
+                         "properties": {
+                             "title": {"type": "string", "minLength": 1, "maxLength": TITLE_MAX, "pattern": NOT_BLANK},
+                             "service": {"type": ["string", "null"], "maxLength": SERVICE_MAX},
+                             "severity": {"type": ["string", "null"], "enum": [*SEVERITY_WORDS, None]},
+                             "details": {"type": ["string", "null"], "maxLength": GENERIC_DETAILS_MAX},
+                             "status": {"type": ["string", "null"], "enum": ["firing", "resolved", None]},
+                             "fingerprint": fingerprint}},
+        "AlertPayload": {"oneOf": [{"$ref": "#/components/schemas/AlertmanagerPayload"},
+                                   {"$ref": "#/components/schemas/GrafanaPayload"},
+                                   {"$ref": "#/components/schemas/GenericAlert"}]},
+    }
+
+
+def _alerts_op(auth: bool) -> dict[str, Any]:
+    """POST /alerts: the API token, or TIEROPS_WEBHOOK_TOKEN (bearer or ?token=); 503 when the run
+    queue is full."""
+    op = _op("Receive alerts (Alertmanager or Grafana webhook, or {title, ...}): open, update or resolve their "
+             "incidents; an opened one starts tier 1 (queued while a cycle runs)",
+             _ok("AlertsAccepted", "accepted"), status="202", auth=auth, body="AlertPayload",
+             params=[_q("token", {"type": "string"}) | {
+                 "description": "TIEROPS_WEBHOOK_TOKEN, for senders that cannot set an Authorization header"}],
+             errors=("422", "503"))
+    op["responses"]["503"] = _error("the run queue is full (TIEROPS_ALERT_QUEUE_MAX): nothing was stored; retry")
+    return op
+
+
+def _cooldowns_op(auth: bool) -> dict[str, Any]:
+    """GET /cooldowns (issue #13); its 500 is a TIEROPS_COOLDOWNS the server cannot read."""
+    op = _op("Cooldown limits, the active windows (kind, service, used, limit, remaining, next_allowed_at) and the "
+             "newest recorded actions", _ok("Cooldowns"), auth=auth, params=[_int_q("limit", COOLDOWN_ACTIONS_LIMIT)],
+             errors=("422", "500"))
+    op["responses"]["500"] = _error("TIEROPS_COOLDOWNS cannot be read (a configuration problem on the server)")
+    return op
 
 
 def document(*, token_required: bool) -> dict[str, Any]:
@@ -296,7 +413,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "TierOps API", "version": __version__,
-                 "description": "Sessions, events, memories, incidents and runs of TierOps. With TIEROPS_TOKEN set, send "
+                 "description": "Sessions, events, memories, incidents, approvals and runs of TierOps. With TIEROPS_TOKEN set, send "
                                 "'Authorization: Bearer <token>'. Errors are {error, detail}. Request bodies are "
                                 f"JSON of at most {API_BODY_MAX_BYTES} bytes (413 beyond)."},
         "servers": [{"url": "/api/v1"}],
@@ -313,7 +430,11 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                       "description": "A JSON Schema for this run's output (checked first: 422)"},
                     "output_schema_name": {"type": ["string", "null"], "pattern": SCHEMA_NAME_PATTERN},
                     "output_mode": {"type": ["string", "null"], "enum": ["native", "prompted", None]},
-                    "max_retries": {"type": ["integer", "null"], "minimum": 0, "maximum": OUTPUT_MAX_RETRIES_MAX}}},
+                    "max_retries": {"type": ["integer", "null"], "minimum": 0, "maximum": OUTPUT_MAX_RETRIES_MAX},
+                    # issue #13
+                    "dry_run": {"type": "boolean", "default": False,
+                                "description": "Every tier of the chain runs with read-only tools and only reports "
+                                               "what it would do (always with TIEROPS_DRY_RUN)"}}},
                 "SchemaCreate": {"type": "object", "additionalProperties": False, "required": ["name", "schema"],
                                  "properties": {
                                      "name": {"type": "string", "pattern": SCHEMA_NAME_PATTERN},
@@ -329,6 +450,9 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                     "properties": {**_incident_action_properties(), "until": {
                                         "type": "string", "minLength": 1, "maxLength": UNTIL_MAX,
                                         "pattern": UNTIL_PATTERN, "description": f"{UNTIL_HELP}; at most 90 days"}}},
+                "ApprovalAction": {"type": "object", "additionalProperties": False,
+                                   "properties": _incident_action_properties()},
+                **_alert_schemas(),
                 **{name: json_schema(tp) for name, tp in RESPONSE_SCHEMAS.items()},
             },
         },
@@ -347,7 +471,8 @@ def document(*, token_required: bool) -> dict[str, Any]:
             "/sessions/{id}/stop": {"post": _op("Stop a running session (SIGTERM, then SIGKILL)",
                                                 _ok("StopAccepted", "stopping"), status="202", auth=auth,
                                                 params=[_ID], errors=("404", "409"))},
-            "/runs": {"post": _op("Start a chain now; answers at once with the first session id (no body: tier 1)",
+            "/runs": {"post": _op("Start a chain now; answers at once with the first session id (no body: tier 1; "
+                                  "409 while a cycle runs or once TIEROPS_DAILY_BUDGET_USD is spent)",
                                   {**_ok("RunStarted", "started"), "headers": {"Location": {
                                       "description": "the new session", "schema": {"type": "string"}}}},
                                   status="202", auth=auth, body="RunRequest", body_required=False,
@@ -390,6 +515,28 @@ def document(*, token_required: bool) -> dict[str, Any]:
             "/incidents/{id}/silence": {"post": _op("No escalation for this incident's key until a time",
                                                     _ok("Incident"), auth=auth, params=[_ID], body="IncidentSilence",
                                                     errors=("404", "409"))},
+            "/approvals": {"get": _op("List approvals (pending: oldest first; otherwise newest first)",
+                                      _ok("Approval", array=True), auth=auth,
+                                      params=[_enum_q("status", values(ApprovalStatus)),
+                                              _int_q("limit", APPROVALS_LIMIT), _int_q("offset")])},
+            "/approvals/{id}": {"get": _op("One approval with its handoff", _ok("Approval"), auth=auth, params=[_ID],
+                                           errors=("404",))},
+            "/approvals/{id}/approve": {"post": _op(
+                "Approve a pending escalation: the rest of its chain starts at once from the approved tier "
+                "(409 while a cycle runs: the approval stays pending)",
+                {**_ok("ApprovalStarted", "approved and started"), "headers": {"Location": {
+                    "description": "the new session", "schema": {"type": "string"}}}},
+                status="202", auth=auth, params=[_ID], body="ApprovalAction", body_required=False,
+                errors=("404", "409", "500", "503"))},
+            "/approvals/{id}/reject": {"post": _op("Reject a pending escalation (its session then needs attention)",
+                                                   _ok("Approval"), auth=auth, params=[_ID], body="ApprovalAction",
+                                                   body_required=False, errors=("404", "409"))},
+            "/cooldowns": {"get": _cooldowns_op(auth)},
+            "/alerts": {"post": _alerts_op(auth)},
+            "/queue": {"get": _op("Runs waiting for a free cycle and started ones (no status: queued and started), "
+                                  "newest first", _ok("QueuedRun", array=True), auth=auth,
+                                  params=[_enum_q("status", QUEUE_STATUSES), _int_q("limit", QUEUE_LIMIT),
+                                          _int_q("offset")])},
             "/openapi.json": {"get": {"summary": "This document", "security": [],
                                       "responses": {"200": {"description": "ok", "content": {
                                           "application/json": {"schema": {"type": "object"}}}},

@@ -24,14 +24,17 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from app.clock import utcnow
+from app.engine import cooldowns as cooldown_engine
 from app.errors import CycleBusy
-from app.store import attempts, chains, dashboard, findings
+from app.store import approvals as approval_store
+from app.store import attempts, chains, dashboard, findings, run_queue
 from app.store import incidents as incident_store
 from app.store import memories as memory_store
+from app.store import notifications as notification_store
 from app.store import sessions as session_store
 from app.store.activity import transcript_page
 from app.store.memories import MemoryConflict
-from app.supervisor.chain import tier0_problem
+from app.supervisor.chain import BudgetSpent, tier0_problem
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
@@ -54,6 +57,8 @@ SESSIONS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
 MEMORIES_PER_PAGE = 200
 OVERVIEW_INCIDENTS = 20
+OVERVIEW_NOTIFICATIONS = 6  # issue #13: the newest notifications on the overview
+OVERVIEW_ACTIONS = 10  # issue #13: recent actions in the Cooldowns section
 TRANSCRIPT_ROWS = 200  # rendering costs ~0.2 ms a row (bench/pages.py); "earlier lines" pages back
 
 
@@ -101,6 +106,16 @@ def _cli_problem(request: Request) -> str | None:
     return None
 
 
+async def _cooldowns(request: Request) -> dict[str, Any]:
+    """The overview's Cooldowns section (issue #13); a bad TIEROPS_COOLDOWNS is shown, not a 500."""
+    st = state(request)
+    try:
+        limits = cooldown_engine.parse_limits(st.settings.cooldowns)
+    except cooldown_engine.CooldownError as exc:
+        return {"error": str(exc), "limits": [], "active": [], "recent": []}
+    return {"error": None, **await cooldown_engine.report(st.db, limits, recent=OVERVIEW_ACTIONS)}
+
+
 async def _overview_ctx(request: Request) -> dict[str, Any]:
     st = state(request)
     db = st.db
@@ -113,12 +128,20 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "incidents": sorted(unresolved[:OVERVIEW_INCIDENTS],
                             key=lambda i: -incident_store.SEVERITY_RANK.get(i["severity"], 1)),
         "more_incidents": len(unresolved) > OVERVIEW_INCIDENTS,
+        "queued_runs": await run_queue.waiting(db, OVERVIEW_INCIDENTS),  # issue #13: alerts waiting for a cycle
         "chain": chain,
         "chain_cost": sum(s["cost_usd"] or 0 for s in chain),
         "checks": await findings.latest_checks(db),
         "alerts": [render_event_row(e) for e in await findings.recent_alerts(db, 20)],
+        "cooldowns": await _cooldowns(request),
         "running": await dashboard.running_sessions(db, 20),
         "attention": await dashboard.attention_sessions(db, 5),
+        # issue #13: the Notifications panel (templates/overview.html, after the Scheduler)
+        "notify": sup.notifier.status(),
+        "notifications": await notification_store.recent(db, OVERVIEW_NOTIFICATIONS),
+        # issue #13: escalations waiting for an operator (templates/_approvals.html), right after the incidents
+        "approvals": await approval_store.list_approvals(db, status=approval_store.ApprovalStatus.PENDING),
+        "approval_back": "overview", "note_max": incident_store.NOTE_MAX,
         "busy": sup.busy,
         "next_run_at": sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None,
         "schedule": getattr(st.settings, "schedule", None),
@@ -128,7 +151,11 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "max_tier": st.settings.max_tier,
         "cli_error": _cli_problem(request),
         "run_error": None,
-        "form": {"tier": str(st.settings.first_tier), "prompt": ""},
+        "form": {"tier": str(st.settings.first_tier), "prompt": "", "dry_run": st.settings.dry_run},
+        # issue #13: what the language-model tiers cost today against TIEROPS_DAILY_BUDGET_USD
+        "spent_today": await session_store.model_cost_today(db),
+        "daily_budget": st.settings.daily_budget_usd,
+        "dry_run_always": st.settings.dry_run,
     }
 
 
@@ -143,6 +170,7 @@ async def run_now(request: Request) -> Response:
     first = str(st.settings.first_tier)
     tier_text = form.get("tier", first).strip() or first
     prompt = form.get("prompt", "").strip()
+    dry_run = form.get("dry_run", "") != ""  # issue #13: the checkbox is sent only when ticked
     try:
         tier = int(tier_text)
     except ValueError:
@@ -158,8 +186,9 @@ async def run_now(request: Request) -> Response:
         error = "The prompt must not contain a NUL character (it cannot be passed on a command line)."
     else:
         try:
-            started = await st.supervisor.start_cycle(tier=tier, prompt=prompt or None, trigger=Trigger.MANUAL)
-        except CycleBusy as exc:
+            started = await st.supervisor.start_cycle(tier=tier, prompt=prompt or None, trigger=Trigger.MANUAL,
+                                                      dry_run=dry_run)
+        except (CycleBusy, BudgetSpent) as exc:
             error, status = str(exc), 409
         except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
             error, status = f"The cycle could not start: {type(exc).__name__}: {exc}", 500
@@ -170,7 +199,7 @@ async def run_now(request: Request) -> Response:
                 return _redirect("/sessions?notice=run_finished")
             return _redirect("/?notice=run_started")
     ctx = await _overview_ctx(request)
-    ctx.update(run_error=error, form={"tier": tier_text, "prompt": prompt})
+    ctx.update(run_error=error, form={"tier": tier_text, "prompt": prompt, "dry_run": dry_run})
     return page(request, "overview.html", ctx, status)
 
 
@@ -239,6 +268,9 @@ async def session_page(request: Request) -> Response:
         "failed_checks": _list_or_empty(s["escalation_failed_checks"]),
         "result_errors": _list_or_empty(s["result_errors"]),
         "notes": _list_or_empty(s["notes"]),
+        # issue #13: the approvals this session's escalation asked for (pending ones with the form)
+        "approvals": await approval_store.list_approvals(st.db, session_pk=pk),
+        "approval_back": "session", "note_max": incident_store.NOTE_MAX,
     })
 
 

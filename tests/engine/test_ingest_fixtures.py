@@ -21,6 +21,7 @@ NO_RESULT = ("failed", "none", False, 0, 0, 0, None)
 MAX_TURNS = ("failed", "none", False, 0, 0, 0, "error_max_turns")
 BAD_OUTPUT = ("failed", "none", False, 0, 0, 0, "error_max_structured_output_retries")
 NO_SESSION = ("failed", "none", False, 0, 0, 0, "error_during_execution")
+BUDGET = ("failed", "none", False, 0, 0, 0, "error_max_budget_usd")  # issue #13, our own capture
 # Not stream-json at all (issue #9 §6): the CLI printed nothing (it refused its flags or died
 # before its first line), or text output. `tierops ingest` refuses these and stores nothing.
 EMPTY = "is empty"
@@ -50,11 +51,12 @@ EXPECTED = {
     "l_schema_not_object": EMPTY, "l_stream_json_without_verbose": EMPTY,
     "l_variadic_option_eats_prompt": EMPTY,
     "m_nonessential_traffic_on": NO_OUTPUT, "n_sigterm_while_api_hangs": NO_RESULT,
+    "o_max_budget_usd": BUDGET,
 }
 
 
 def test_every_capture_has_an_expectation():
-    assert len(SCENARIOS) == 50, "the captures in tests/fixtures are expected to hold 50 captures"
+    assert len(SCENARIOS) == 51, "the captures in tests/fixtures are expected to hold 51 captures"
     assert sorted(EXPECTED) == SCENARIOS
 
 
@@ -132,3 +134,10 @@ async def test_reingest_changes_nothing(db, validator, settings):
     after = {t: await db.fetchval(f"SELECT count(*) FROM {t}") for t in before}
     assert after == before
     assert await db.fetchval("SELECT confidence FROM memories") == conf
+
+
+async def test_a_run_stopped_at_its_budget_says_how_much_of_what(db, validator, settings):
+    # issue #13: ingested, the amount comes from the CLI's own error text ("Reached maximum budget ($0.15)")
+    report, _ = await ingest_path(db, fixture_stream("o_max_budget_usd"), validator, settings)
+    assert report["status_reason"] == "budget exceeded: $0.18 of $0.15 (--max-budget-usd)"
+    assert report["is_error"] is True and report["api_error_status"] is None

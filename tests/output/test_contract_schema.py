@@ -146,6 +146,10 @@ def _schema_drift(change) -> list[str]:
     (lambda s: s["properties"]["escalation"]["properties"]["failed_checks"]["items"].update(type="integer"),
      "$.properties.escalation.properties.failed_checks.items.type"),
     (lambda s: s["required"].remove("services_checked"), "$.required"),
+    (lambda s: s["properties"]["actions"]["items"]["properties"]["result"]["enum"].append("skipped"),
+     "$.properties.actions.items.properties.result.enum"),
+    (lambda s: s["properties"]["actions"]["items"]["required"].append("service"),
+     "$.properties.actions.items.required"),
 ])
 def test_a_change_to_the_schema_file_alone_is_caught(change, expected):
     diff = _schema_drift(change)
@@ -219,6 +223,7 @@ FULL = {
     "escalation": {"needed": True, "reason": "disk", "context": "/var 91%", "failed_checks": ["disk_web1"]},
     "services_checked": [{"name": "web-1-disk", "status": "degraded", "detail": "/var 91%", "check": "disk_web1",
                           "service": "web-1", "latency_ms": 12.5}],
+    "actions": [{"kind": "cleanup", "service": "web-1", "result": "done", "detail": "journalctl --vacuum-size=500M"}],
 }
 MINIMAL = {"summary": "", "events": [], "escalation": {"needed": False}, "services_checked": []}
 SAMPLES: list[Any] = [12345, 1.5, "text", True, None, [], {}]
@@ -295,6 +300,7 @@ def test_mutations_cover_the_schema():
     assert len(MUTATIONS) > 100
     for needle in ("removed at escalation.needed", "set to null at events.0.service", "enum bogus at events.0.level",
                    "too short at memories.0.key", "extra key at services_checked.0.zz_extra",
+                   "enum bogus at actions.0.result", "too short at actions.0.kind", "removed at actions.0.result",
                    'set to "text" at escalation.failed_checks', "item set to 12345 at escalation.failed_checks.0"):
         assert any(label.startswith(needle) for label in labels), needle
     assert {valid for _, _, valid in MUTATIONS} == {True, False}

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from app.output.outcome import decide_status
+from app.output.outcome import Budget, RunStatus, decide_status, usd
 from app.stream.parser import parse_line
 
 
@@ -48,3 +49,31 @@ def test_a_hostile_result_line_still_gives_a_storable_reason():
     st = decide_status(_result(subtype="error_during_execution", errors=[{"e": [1]}, "\ud83d"], result=7))
     st.reason.encode("utf-8")
     assert '{"e":[1]}; \ufffd' in st.reason
+
+
+# --- issue #13: --max-budget-usd -------------------------------------------------------------------
+
+BUDGET_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code" / "2.1.197" / "o_max_budget_usd"
+
+
+def _budget_result():
+    """The result line of the real CLI stopped at --max-budget-usd 0.15 (tests/realcli/test_budget.py)."""
+    return parse_line(BUDGET_CAPTURE.joinpath("stdout.jsonl").read_text().splitlines()[-1])
+
+
+def test_a_run_stopped_at_its_budget_failed_naming_the_setting():
+    st = decide_status(_budget_result(), 1, budget=Budget(0.15, "TIEROPS_TIER2_MAX_BUDGET_USD"))
+    assert st == RunStatus("failed", "budget exceeded: $0.18 of $0.15 (TIEROPS_TIER2_MAX_BUDGET_USD)",
+                           api_failure=False)
+
+
+def test_without_the_setting_the_amount_comes_from_the_cli_error():
+    assert decide_status(_budget_result()).reason == "budget exceeded: $0.18 of $0.15 (--max-budget-usd)"
+    # no amount in the errors, no cost: still a reason
+    bare = _result(subtype="error_max_budget_usd", is_error=True, errors=["something else"])
+    assert decide_status(bare).reason == "budget exceeded: an unknown amount (--max-budget-usd)"
+
+
+def test_small_amounts_keep_their_digits():
+    assert (usd(0.262578), usd(0.2), usd(0.00005), usd(0), usd(12.5)) == ("$0.26", "$0.20", "$0.00005", "$0.00",
+                                                                          "$12.50")

@@ -7,7 +7,14 @@ import pytest
 from app.output.contract import AgentResponse
 from app.output.handoff import Handoff, parse_handoff
 from app.output.markers import MarkerSet, parse_markers
-from app.output.route import Routed, from_fallback, from_structured, split_memory_key
+from app.output.route import (
+    Routed,
+    from_fallback,
+    from_output,
+    from_structured,
+    proposed_actions,
+    split_memory_key,
+)
 
 
 @pytest.mark.parametrize(("key", "expected"), [
@@ -95,3 +102,44 @@ def test_from_fallback_handoff_without_markers():
 def test_from_fallback_nothing_is_source_none():
     routed = from_fallback(parse_markers("no markers here, `[EVENT:info] in code` neither"), None)
     assert routed == Routed(source="none")
+
+
+# -- actions (issue #13) -------------------------------------------------------------------------
+
+ACTIONS = [
+    {"kind": "Restart", "service": " api  v2 ", "result": "done", "detail": "systemctl restart api"},
+    {"kind": "cleanup", "service": None, "result": "dry-run", "detail": None},
+    {"kind": "redeploy", "service": "web", "result": "proposed", "detail": "cooldown: 1 of 1 in 24h used"},
+    {"kind": "config-change", "result": "failed"},
+]
+
+
+def test_from_structured_routes_every_action_normalised():
+    resp = AgentResponse.model_validate({"summary": "s", "events": [], "escalation": {"needed": False},
+                                         "services_checked": [], "actions": ACTIONS})
+    assert from_structured(resp).actions == [
+        ("restart", "api v2", "done", "systemctl restart api"),
+        ("cleanup", None, "dry-run", None),
+        ("redeploy", "web", "proposed", "cooldown: 1 of 1 in 24h used"),
+        ("config-change", None, "failed", None),
+    ]
+    assert from_structured(AgentResponse.model_validate(
+        {"summary": "s", "events": [], "escalation": {"needed": False}, "services_checked": []})).actions == []
+
+
+def test_from_output_takes_the_actions_that_fit_and_names_the_others():
+    output = {"summary": "s", "events": [], "services_checked": [], "escalation": {"needed": True},
+              "actions": [*ACTIONS[:2], {"kind": "", "result": "done"}, {"kind": "restart", "result": "skipped"}],
+              "extra": 1, "memories": "not a list"}  # invalid as a whole: each part is taken on its own
+    routed, notes = from_output(output)
+    assert routed.actions == [("restart", "api v2", "done", "systemctl restart api"), ("cleanup", None, "dry-run", None)]
+    assert [n.split(":")[0] for n in notes] == ["memories not routed", "actions[2] not routed", "actions[3] not routed"]
+
+
+def test_proposed_actions_reads_a_stored_output():
+    output = {"actions": [*ACTIONS, {"kind": "restart", "result": "proposed", "service": "db"}, "junk",
+                          {"kind": "restart", "result": "proposed", "service": 5}]}
+    assert proposed_actions(output) == [("redeploy", "web", "proposed", "cooldown: 1 of 1 in 24h used"),
+                                        ("restart", "db", "proposed", None)]
+    for nothing in (None, "text", [], {}, {"actions": "restart api"}, {"actions": None}):
+        assert proposed_actions(nothing) == []

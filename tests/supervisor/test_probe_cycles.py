@@ -13,6 +13,7 @@ like a claude session's, and incidents decide when a language model (the fake ``
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -223,3 +224,45 @@ async def test_tierops_run_tier0_prints_the_cycle_report(target, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "app", "run", "--tier", "0"], capture_output=True, text=True,
                          env=env, timeout=60, stdin=subprocess.DEVNULL)
     assert bad.returncode != 0 and "TIEROPS_CHECKS" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_people_hear_of_the_incident_its_escalation_outcome_and_recovery(db, make_settings, validator,
+                                                                                fake, target, tmp_path):
+    """Issue #13 end to end: a real Apprise ``json://`` URL pointing at a local receiver gets one
+    message per state change — incident opened, escalation to tier 1, its outcome, recovery —
+    each with the page link; a second failing cycle sends nothing new."""
+    from tests.receiver import Receiver
+
+    async def received(count: int) -> list:
+        for _ in range(750):  # the sender runs on this loop: wait without blocking it
+            if len(receiver.requests) >= count:
+                return list(receiver.requests)
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"receiver got {[r.json()['title'] for r in receiver.requests]}, expected {count}")
+
+    receiver = Receiver()
+    try:
+        settings = make_settings(fake, checks=checks_file(tmp_path, target.url),
+                                 notify_urls=f"json://{receiver.address}/hook", public_url="https://tierops.example",
+                                 notify_min_severity="info")
+        sup = Supervisor(db, settings, validator)
+        await sup.start()
+        try:
+            target.mode = "fail"
+            await cycle(sup)
+            titles = [r.json()["title"] for r in await received(3)]
+            assert titles[0] == "[CRITICAL] api: incident opened — api-health"
+            assert titles[1] == "[WARNING] host: tier 0 escalated to tier 1"
+            assert titles[2].startswith("[INFO] host: escalation finished at tier 1")
+            first = receiver.requests[0].json()["message"]
+            assert "HTTP 500" in first and "https://tierops.example/incidents/1" in first
+            await cycle(sup)  # still failing, already escalated: nothing new to say
+            target.mode = "ok"
+            await cycle(sup)
+            got = await received(4)
+            assert got[3].json()["title"].startswith("[RESOLVED] api: api-health recovered after")
+            assert len(receiver.requests) == 4
+        finally:
+            await sup.shutdown()
+    finally:
+        receiver.close()

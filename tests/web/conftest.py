@@ -99,7 +99,7 @@ def _app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
          overrides: dict[str, Any]) -> tuple[Starlette, Settings, FakeClaude]:
     fake = make_fake_claude(tmp_path / f"bin{n}", stages or [{"lines": []}])
     settings = Settings(db=tmp_path / "web.db", home=tmp_path / "state", claude_bin=str(fake.path),
-                        schedule=False, kill_grace=1, **overrides)
+                        **{"schedule": False, "kill_grace": 1, **overrides})  # a test may turn the schedule on
     return create_app(settings, token=token), settings, fake
 
 

@@ -144,7 +144,7 @@ def test_healthz_and_static_stay_open_metrics_does_not(app_server):
     srv = app_server(token=TOKEN)
     with anon(srv) as cl:
         r = cl.get("/healthz")
-        assert r.status_code == 200 and r.json() == {"status": "ok", "db": "ok"}
+        assert r.status_code == 200 and r.json()["status"] == "ok"
         assert cl.get("/static/app.css").status_code == 200
         assert_json_error(cl.get("/metrics"), 401, "unauthorized")
         assert cl.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

@@ -1,0 +1,145 @@
+"""The run queue (issue #13): runs waiting for a free cycle, kept in ``run_queue`` (migration 0008).
+
+Why a table and not a list in memory: one cycle runs at a time (the cycle lock), and an alert
+that opens an incident while a cycle runs must still get its investigation — after that cycle,
+and after a restart too. So the run is written down (``queued``) before the sender is answered,
+and the server's queue worker (``app/supervisor/alerts.py``) starts the oldest one whenever no
+cycle runs.
+
+A row's life: ``queued`` → ``started`` (claimed by the worker, :func:`claim_next`; its session
+is set once the cycle created it, :func:`mark_started`) or ``failed`` (the cycle could not start;
+``error`` says why). A claim that lost the cycle to another trigger goes back to ``queued``
+(:func:`requeue`). A row left ``started`` without a session and without a note is a claim a
+killed server never finished: :func:`fail_unfinished_claims` marks those failed at start. (A
+session removed later by ``tierops prune`` clears ``session_pk`` too; such old rows are then
+marked failed as well, which only their ``error`` text gets wrong.)
+
+The queue is bounded (``TIEROPS_ALERT_QUEUE_MAX``): :func:`enqueue` counts and inserts in one
+write transaction and returns None when it is full.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TypedDict
+
+from app.clock import utcnow
+from app.store.db import Database
+from app.store.rows import decode, decode_all
+
+log = logging.getLogger(__name__)
+
+QUEUED, STARTED, FAILED = "queued", "started", "failed"
+STATUSES = (QUEUED, STARTED, FAILED)
+ERROR_MAX = 2000
+
+
+class QueuedRunRow(TypedDict):
+    """A ``run_queue`` row, with the key and title of its incident (if it still exists)."""
+
+    id: int
+    created_at: str
+    source: str
+    tier: int
+    prompt: str | None
+    incident_id: int | None
+    status: str
+    started_at: str | None
+    session_pk: int | None
+    error: str | None
+    incident_key: str | None
+    incident_title: str | None
+
+
+_SELECT = ("SELECT q.*, i.key AS incident_key, i.title AS incident_title FROM run_queue q"
+           " LEFT JOIN incidents i ON i.id = q.incident_id")
+
+
+async def enqueue(db: Database, *, source: str, tier: int, prompt: str | None, incident_id: int | None, limit: int,
+                  now: str | None = None) -> QueuedRunRow | None:
+    """Add a run behind the others; None (nothing written) when ``limit`` runs already wait."""
+    now = now or utcnow()
+    async with db.write() as conn:
+        async with conn.execute("SELECT COUNT(*) FROM run_queue WHERE status = 'queued'") as cur:
+            (waiting,) = await cur.fetchone()  # type: ignore[misc]
+        if waiting >= limit:
+            return None
+        cur = await conn.execute(
+            "INSERT INTO run_queue (created_at, source, tier, prompt, incident_id, status) VALUES (?, ?, ?, ?, ?, 'queued')",
+            (now, source, tier, db.redact(prompt) if prompt is not None else None, incident_id))
+        pk = cur.lastrowid
+        async with conn.execute(f"{_SELECT} WHERE q.id = ?", (pk,)) as cur:
+            row = await cur.fetchone()
+    return decode(row) if row else None  # type: ignore[return-value]
+
+
+async def queued_count(db: Database) -> int:
+    """How many runs wait."""
+    value = await db.fetchval("SELECT COUNT(*) FROM run_queue WHERE status = 'queued'", fresh=True)
+    return int(value or 0)
+
+
+async def claim_next(db: Database, now: str | None = None) -> QueuedRunRow | None:
+    """The oldest queued run, now ``started`` (no session yet); None when nothing waits."""
+    now = now or utcnow()
+    async with db.write() as conn:
+        async with conn.execute("SELECT id FROM run_queue WHERE status = 'queued' ORDER BY id LIMIT 1") as cur:
+            first = await cur.fetchone()
+        if first is None:
+            return None
+        await conn.execute("UPDATE run_queue SET status = 'started', started_at = ? WHERE id = ?", (now, first[0]))
+        async with conn.execute(f"{_SELECT} WHERE q.id = ?", (first[0],)) as cur:
+            row = await cur.fetchone()
+    return decode(row) if row else None  # type: ignore[return-value]
+
+
+async def requeue(db: Database, pk: int) -> None:
+    """A claim that could not take the cycle: back in the queue, in its place (ids order it)."""
+    async with db.write() as conn:
+        await conn.execute("UPDATE run_queue SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'started'",
+                           (pk,))
+
+
+async def mark_started(db: Database, pk: int, session_pk: int | None, note: str | None = None) -> None:
+    """The claimed run's cycle started: its first session, or a note why there is none yet."""
+    async with db.write() as conn:
+        await conn.execute("UPDATE run_queue SET session_pk = ?, error = ? WHERE id = ?",
+                           (session_pk, note[:ERROR_MAX] if note else None, pk))
+
+
+async def mark_failed(db: Database, pk: int, error: str, now: str | None = None) -> None:
+    async with db.write() as conn:
+        await conn.execute("UPDATE run_queue SET status = 'failed', error = ?, started_at = COALESCE(started_at, ?)"
+                           " WHERE id = ?", (db.redact(error)[:ERROR_MAX], now or utcnow(), pk))
+
+
+async def fail_unfinished_claims(db: Database, reason: str) -> int:
+    """At start: runs a killed server claimed (``started``) but never gave a session are failed."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            "UPDATE run_queue SET status = 'failed', error = ? WHERE status = 'started' AND session_pk IS NULL"
+            " AND error IS NULL", (reason[:ERROR_MAX],))
+        return cur.rowcount or 0
+
+
+async def list_runs(db: Database, *, status: str | None = None, limit: int = 100, offset: int = 0,
+                    fresh: bool = False) -> list[QueuedRunRow]:
+    """Newest first. ``status``: queued, started or failed; None: queued and started."""
+    if status is None:
+        clause, params = "q.status IN ('queued', 'started')", []
+    else:
+        clause, params = "q.status = ?", [status]
+    rows = await db.fetchall(f"{_SELECT} WHERE {clause} ORDER BY q.id DESC LIMIT ? OFFSET ?",
+                             [*params, limit, offset], fresh=fresh)
+    return decode_all(rows, QueuedRunRow)
+
+
+async def waiting(db: Database, limit: int = 20) -> list[QueuedRunRow]:
+    """The queued runs, oldest (next to start) first: the overview's list."""
+    rows = await db.fetchall(f"{_SELECT} WHERE q.status = 'queued' ORDER BY q.id LIMIT ?", (limit,))
+    return decode_all(rows, QueuedRunRow)
+
+
+async def get_run(db: Database, pk: int, *, fresh: bool = False) -> QueuedRunRow | None:
+    row = await db.fetchone(f"{_SELECT} WHERE q.id = ?", (pk,), fresh=fresh)
+    return decode(row) if row else None  # type: ignore[return-value]

@@ -1,0 +1,217 @@
+"""Alerts in (issue #13): from parsed alerts to incidents, and to a tier-1 look when one opens.
+
+Why here: an alert is applied to the incidents (``store.incidents.observe_alert``) like a probe
+result, but what follows is the supervisor's business — start a cycle, or queue it when one is
+running, and start queued runs when the cycle is free again. :func:`receive_alerts` is the one
+function every alert goes through and returns each alert's incident :class:`Change`: the place
+where a notification about incident changes belongs.
+
+When an alert *opens* an incident, the escalation rules of ``app/engine/incidents.decide`` apply
+(silenced keys, info severity, flapping are held; updates and resolutions never start anything)
+and, with ``TIEROPS_MAX_TIER`` ≥ 1 and the claude CLI present, tier 1 starts with the alert as
+its operator request (:func:`app.engine.alerts.alert_section`). If a cycle runs, or runs already
+wait, the run is queued (``store.run_queue``, bounded by ``TIEROPS_ALERT_QUEUE_MAX``): FIFO, kept
+across restarts. A payload that would open an incident while the queue is full is refused whole
+(:class:`QueueFull`, HTTP 503) before anything is written, so the sender's retry opens it then.
+
+:func:`work_queue` is the server's queue worker: it wakes when a cycle ends
+(``Supervisor.queue_wake``), when a run is queued, and every :data:`QUEUE_POLL_S` seconds, and
+starts the oldest queued run when no cycle is running (``Supervisor.run_queued``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.clock import utcnow
+from app.engine.alerts import Alert, alert_section, delivery_text, evidence_text
+from app.engine.incidents import decide
+from app.errors import CycleBusy, TierOpsError
+from app.logs import oneline
+from app.store import incidents as incident_store
+from app.store import run_queue
+from app.store.incidents import Change
+from app.supervisor import notices
+from app.supervisor.runner import CLINotFound, resolve_binary
+from app.vocab import FIRST_MODEL_TIER, IncidentStatus, Trigger
+
+if TYPE_CHECKING:
+    from app.supervisor.scheduler import Supervisor
+
+log = logging.getLogger(__name__)
+
+ALERT_TIER = FIRST_MODEL_TIER
+QUEUE_POLL_S = 5.0  # seconds between the queue worker's looks when nothing wakes it
+LEFT_BY_A_KILLED_SERVER = "the server stopped after claiming this run and before its cycle started"
+
+
+class QueueFull(TierOpsError):
+    """No room left in the run queue (``TIEROPS_ALERT_QUEUE_MAX``); nothing was written."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What happened about an investigation: a session started, a run queued, or why not."""
+
+    session_pk: int | None = None
+    queued_id: int | None = None
+    why_not: str | None = None
+
+
+@dataclass(frozen=True)
+class AlertOutcome:
+    alert: Alert
+    change: Change | None  # None: a resolved alert with no open incident
+    run: RunOutcome
+
+    @property
+    def change_word(self) -> str:
+        """opened | updated | resolved | ignored (the API's ``change``)."""
+        if self.change is None:
+            return "ignored"
+        return {"opened": "opened", "resolved": "resolved"}.get(self.change.kind, "updated")
+
+
+async def receive_alerts(supervisor: Supervisor, alerts: Sequence[Alert]) -> list[AlertOutcome]:
+    """Apply ``alerts`` in order to the incidents and start (or queue) tier 1 for each one that
+    opened an incident and escalates. Raises :class:`QueueFull` before writing anything when an
+    alert would open an incident and the queue has no room."""
+    db, settings = supervisor.db, supervisor.settings
+    if settings.max_tier >= ALERT_TIER and await run_queue.queued_count(db) >= settings.alert_queue_max:
+        opening = [a.key for a in alerts if a.firing and a.severity != "info"]
+        if opening and set(opening) - await incident_store.unresolved_keys(db, opening):
+            raise QueueFull(f"{settings.alert_queue_max} runs already wait for a free cycle "
+                            "(TIEROPS_ALERT_QUEUE_MAX); try again later")
+    outcomes: list[AlertOutcome] = []
+    for alert in alerts:
+        now = utcnow()
+        change = await incident_store.observe_alert(
+            db, fingerprint=alert.fingerprint, firing=alert.firing, severity=alert.severity, title=alert.title,
+            evidence=evidence_text(alert), service=alert.service, detail=delivery_text(alert),
+            flap_count=settings.flap_count, flap_window_s=settings.flap_window, now=now)
+        _log_change(alert, change)
+        run = await _investigate(supervisor, alert, change, now)
+        outcomes.append(AlertOutcome(alert, change, run))
+    # Issue #13: people hear of an alert's incident like of any other (opened, worsened, resolved).
+    await notices.send(supervisor.notifier, notices.incident_notices(o.change for o in outcomes if o.change))
+    return outcomes
+
+
+def _log_change(alert: Alert, change: Change | None) -> None:
+    if change is None:
+        log.info("alert %s resolved (%s): no open incident", alert.key, alert.source)
+        return
+    inc = change.incident
+    level = logging.WARNING if change.kind in ("opened", "worsened") else logging.INFO
+    if change.kind == "seen":
+        level = logging.DEBUG
+    log.log(level, "incident %d %s by an alert: %s (%s, %s, %s)", inc["id"], change.kind, inc["key"],
+            inc["service"] or "-", inc["severity"], alert.source, extra={"incident": inc["id"]})
+
+
+async def _investigate(supervisor: Supervisor, alert: Alert, change: Change | None, now: str) -> RunOutcome:
+    settings = supervisor.settings
+    if change is None:
+        return RunOutcome(why_not="resolved alert without an open incident: nothing to do")
+    if change.kind == "resolved":
+        return RunOutcome(why_not="the alert resolved its incident")
+    if change.kind != "opened":
+        return RunOutcome(why_not="the incident was already open: an investigation starts only when an alert "
+                                  "opens one")
+    verdict = decide([change], settings.escalate_after, now)
+    if not verdict.escalate:
+        return RunOutcome(why_not=verdict.held[0][1] if verdict.held else "not escalated")
+    if settings.max_tier < ALERT_TIER:
+        return RunOutcome(why_not=f"TIEROPS_MAX_TIER={settings.max_tier}: no language model runs")
+    try:
+        resolve_binary(settings.claude_bin, os.environ.get("PATH"))
+    except CLINotFound as exc:
+        return RunOutcome(why_not=str(exc))
+    incident = change.incident
+    prompt = alert_section(alert, incident["id"])
+    if await run_queue.queued_count(supervisor.db) == 0:  # runs waiting go first
+        try:
+            started = await supervisor.start_cycle(tier=ALERT_TIER, prompt=prompt, trigger=Trigger.ALERT)
+        except CycleBusy:
+            pass  # queued below
+        except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+            return RunOutcome(why_not=f"the cycle could not start: {oneline(exc)}")
+        else:
+            if started.session_pk is None:
+                return RunOutcome(why_not="the cycle did not create its session in time; see /api/v1/sessions")
+            await incident_store.mark_escalated(supervisor.db, [incident["id"]], started.session_pk,
+                                                f"alert: investigated by tier {ALERT_TIER}")
+            return RunOutcome(session_pk=started.session_pk)
+    row = await run_queue.enqueue(supervisor.db, source=Trigger.ALERT, tier=ALERT_TIER, prompt=prompt,
+                                  incident_id=incident["id"], limit=settings.alert_queue_max)
+    if row is None:
+        return RunOutcome(why_not=f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max})")
+    log.info("incident %d: tier %d queued as run #%d (a cycle is running)", incident["id"], ALERT_TIER, row["id"],
+             extra={"incident": incident["id"]})
+    supervisor.queue_wake.set()
+    return RunOutcome(queued_id=row["id"])
+
+
+async def run_next_queued(supervisor: Supervisor) -> int:
+    """Start the oldest queued run when no cycle is running: 1 if one started, else 0. A run that
+    cannot start (tier above TIEROPS_MAX_TIER, the cycle failing before its session) or is no
+    longer needed (its incident resolved meanwhile) is marked failed and the next one is tried."""
+    db, settings = supervisor.db, supervisor.settings
+    while not supervisor.busy:
+        row = await run_queue.claim_next(db)
+        if row is None:
+            return 0
+        if row["tier"] > settings.max_tier:
+            await run_queue.mark_failed(db, row["id"], f"tier {row['tier']} is above TIEROPS_MAX_TIER="
+                                                       f"{settings.max_tier}")
+            continue
+        if row["incident_id"] is not None and (inc := await incident_store.get_incident(db, row["incident_id"],
+                                                                                      fresh=True)) is not None \
+                and inc["status"] == IncidentStatus.RESOLVED:
+            await run_queue.mark_failed(db, row["id"], f"skipped: incident #{inc['id']} resolved before a cycle was "
+                                                       "free")
+            continue
+        trigger = Trigger.ALERT if row["source"] == Trigger.ALERT else Trigger.MANUAL
+        try:
+            started = await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger)
+        except CycleBusy:  # another trigger took the cycle first: wait for the next turn
+            await run_queue.requeue(db, row["id"])
+            return 0
+        except Exception as exc:
+            why = f"the cycle could not start: {type(exc).__name__}: {oneline(exc)}"
+            await run_queue.mark_failed(db, row["id"], why)
+            log.warning("queued run #%d failed: %s", row["id"], why)
+            continue
+        pk = started.session_pk
+        await run_queue.mark_started(db, row["id"], pk, None if pk is not None else
+                                     "the cycle did not create its session in time; see /api/v1/sessions")
+        if pk is not None and row["incident_id"] is not None:
+            await incident_store.mark_escalated(db, [row["incident_id"]], pk,
+                                                f"alert: investigated by tier {row['tier']} (queued run #{row['id']})")
+        log.info("queued run #%d started: session %s, tier %d", row["id"], pk, row["tier"],
+                 extra={"session": pk, "tier": row["tier"]})
+        return 1
+    return 0
+
+
+async def work_queue(supervisor: Supervisor, poll: float = QUEUE_POLL_S) -> None:
+    """The server's queue worker, until cancelled: first fail the claims a killed server left,
+    then start queued runs whenever the cycle is free (woken by a cycle's end or a new run, and
+    every ``poll`` s)."""
+    failed = await run_queue.fail_unfinished_claims(supervisor.db, LEFT_BY_A_KILLED_SERVER)
+    if failed:
+        log.warning("%d queued run(s) left started by a stopped server marked failed", failed)
+    while True:
+        supervisor.queue_wake.clear()
+        try:
+            await supervisor.run_queued()
+        except Exception:  # storage trouble now must not end the worker
+            log.exception("the run queue worker failed; trying again in %.0f s", poll)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(supervisor.queue_wake.wait(), poll)
