@@ -9,7 +9,7 @@ import line so nothing has to reach upwards for it (issue #8: the store used to 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def utcnow() -> str:
@@ -36,3 +36,19 @@ class LineClock:
             self._ms = ms
             self._text = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
         return self._text
+
+
+def parse_stamp(stamp: str) -> datetime:
+    """A :func:`utcnow`-format timestamp (or any ISO 8601 time with a zone) as an aware datetime."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def shift(stamp: str, seconds: float) -> str:
+    """``stamp`` moved by ``seconds``, in the :func:`utcnow` format (windows, expiry times)."""
+    moved = parse_stamp(stamp) + timedelta(seconds=seconds)
+    return moved.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def seconds_between(start: str, end: str) -> float:
+    """Seconds from ``start`` to ``end`` (two stored timestamps), to the millisecond."""
+    return round((parse_stamp(end) - parse_stamp(start)).total_seconds(), 3)

@@ -55,6 +55,13 @@ class IncidentStatus(StrEnum):
     RESOLVED = "resolved"
 
 
+class ApprovalStatus(StrEnum):  # issue #13: app/store/approvals.py
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
 class AttemptKind(StrEnum):
     STREAM = "stream"  # the first CLI run of a session
     RESUME = "resume"  # an output-recovery --resume

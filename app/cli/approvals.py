@@ -35,12 +35,12 @@ from app.clock import utcnow
 from app.config import Settings
 from app.errors import TierOpsError
 from app.store import approvals as approval_store
-from app.store.approvals import ApprovalRow, ApprovalStateError, ApprovalStatus
+from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
 from app.store.incidents import NOTE_MAX
 from app.store.rows import ChainLink
 from app.supervisor.chain import base_prompt
-from app.vocab import SessionStatus, values
+from app.vocab import ApprovalStatus, SessionStatus, values
 
 T = TypeVar("T")
 

@@ -15,24 +15,16 @@ transaction, so its page and the overview never disagree with the approval: its
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Literal, TypedDict
 
 import aiosqlite
 
-from app.clock import utcnow
+from app.clock import seconds_between, shift, utcnow
 from app.store.db import Database
 from app.store.rows import decode, decode_all, where
+from app.vocab import ApprovalStatus
 
 log = logging.getLogger(__name__)
-
-
-class ApprovalStatus(StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
 
 
 class ApprovalRow(TypedDict):
@@ -85,7 +77,7 @@ async def create_approval(db: Database, *, session_pk: int, chain_id: int | None
         cur = await conn.execute(
             "INSERT INTO approvals (created_at, expires_at, session_pk, chain_id, tier, handoff, status)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (now, _shift(now, timeout_s), session_pk, chain_id, tier, db.redact(handoff), ApprovalStatus.PENDING))
+            (now, shift(now, timeout_s), session_pk, chain_id, tier, db.redact(handoff), ApprovalStatus.PENDING))
         if cur.lastrowid is None:  # pragma: no cover - an INSERT always has one
             raise LookupError("the approval was not stored")
         return await _get(conn, cur.lastrowid)
@@ -160,7 +152,7 @@ async def _expire(conn: aiosqlite.Connection, row: ApprovalRow, now: str) -> App
     await conn.execute("UPDATE approvals SET status = ?, decided_at = ? WHERE id = ?",
                        (ApprovalStatus.EXPIRED, now, row["id"]))
     if row["session_pk"] is not None:
-        seconds = round(_seconds(row["created_at"], row["expires_at"]))
+        seconds = round(seconds_between(row["created_at"], row["expires_at"]))
         await _tell_session(conn, row["session_pk"],
                             f"approval #{row['id']} to run tier {row['tier']} expired after {seconds} s")
     return await _get(conn, row["id"])
@@ -187,12 +179,3 @@ async def _require(conn: aiosqlite.Connection, pk: int) -> ApprovalRow:
     return decode(row)  # type: ignore[return-value]
 
 
-def _shift(iso: str, seconds: float) -> str:
-    t = datetime.fromisoformat(iso.replace("Z", "+00:00")) + timedelta(seconds=seconds)
-    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _seconds(start: str, end: str) -> float:
-    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
-    return (b - a).total_seconds()

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 import aiosqlite
 
-from app.clock import utcnow
+from app.clock import seconds_between, shift, utcnow
 from app.store.db import Database
 from app.store.rows import IncidentCount, IncidentRow, ProbeResultRow, TimelineRow, decode, decode_all, where
 from app.vocab import IncidentStatus
@@ -172,7 +172,7 @@ async def _fail(conn: aiosqlite.Connection, session_pk: int, chain_id: int | Non
 
 async def _open(conn: aiosqlite.Connection, session_pk: int | None, chain_id: int | None, f: Finding, result_id: int | None,
                 now: str, flap_count: int, flap_window_s: float) -> Change:
-    since = _shift(now, -flap_window_s)
+    since = shift(now, -flap_window_s)
     async with conn.execute(
             "SELECT COUNT(*), COALESCE(MAX(flapping AND escalations > 0), 0)"
             " FROM incidents WHERE key = ? AND opened_at >= ?", (f.key, since)) as cur:
@@ -209,7 +209,7 @@ async def _resolve_auto(conn: aiosqlite.Connection, key: str, session_pk: int, r
         return None
     await conn.execute(
         "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = 'auto', last_session_pk = ?,"
-        " duration_s = ? WHERE id = ?", (now, session_pk, _seconds(row["opened_at"], now), row["id"]))
+        " duration_s = ? WHERE id = ?", (now, session_pk, seconds_between(row["opened_at"], now), row["id"]))
     await _timeline(conn, row["id"], "resolved", now, session_pk=session_pk, probe_result_id=result_id, detail=why)
     return Change(await _get(conn, row["id"]), "resolved", False)
 
@@ -259,7 +259,7 @@ async def resolve(db: Database, pk: int, actor: str, note: str | None = None, no
             raise IncidentStateError(f"incident {pk} is already resolved (at {row['resolved_at']})")
         await conn.execute("UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = ?, duration_s = ?,"
                            " note = COALESCE(?, note) WHERE id = ?",
-                           (now, actor, _seconds(row["opened_at"], now), note, pk))
+                           (now, actor, seconds_between(row["opened_at"], now), note, pk))
         await _timeline(conn, pk, "resolved", now, actor=actor, detail=note or "resolved by hand")
         return await _get(conn, pk)
 
@@ -342,15 +342,6 @@ async def session_incidents(db: Database, session_pk: int, *, fresh: bool = Fals
     return decode_all(rows, IncidentRow)
 
 
-def _shift(iso: str, seconds: float) -> str:
-    t = datetime.fromisoformat(iso.replace("Z", "+00:00")) + timedelta(seconds=seconds)
-    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _seconds(start: str, end: str) -> float:
-    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
-    return round((b - a).total_seconds(), 3)
 
 
 async def incident_services(db: Database, limit: int = 500) -> list[str]:
@@ -427,7 +418,7 @@ async def observe_alert(db: Database, *, fingerprint: str, firing: bool, severit
                 return None
             await conn.execute(
                 "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = 'alert', duration_s = ?,"
-                " evidence = ? WHERE id = ?", (now, _seconds(row["opened_at"], now), evidence, row["id"]))
+                " evidence = ? WHERE id = ?", (now, seconds_between(row["opened_at"], now), evidence, row["id"]))
             await _timeline(conn, row["id"], "alert", now, detail=detail)
             await _timeline(conn, row["id"], "resolved", now, detail="the alert's sender reported it resolved")
             return Change(await _get(conn, row["id"]), "resolved", False)

@@ -53,7 +53,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from app.clock import utcnow
+from app.clock import parse_stamp, utcnow
 from app.config import Settings
 from app.errors import ConfigError
 from app.logs import guard_library_loggers, oneline
@@ -614,5 +614,5 @@ class Notifier:
 
 
 def _parse(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return parse_stamp(stamp)
 

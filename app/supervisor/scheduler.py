@@ -76,7 +76,7 @@ from app.supervisor.hub import Hub
 from app.supervisor.notify import Notifier
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
-from app.vocab import FIRST_MODEL_TIER, SessionStatus, Trigger
+from app.vocab import FIRST_MODEL_TIER, ApprovalStatus, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -367,7 +367,7 @@ class Supervisor:
         current = await approval_store.get_approval(self.db, approval_id, fresh=True)
         if current is None:
             raise LookupError(f"no approval {approval_id}")
-        if current["status"] != approval_store.ApprovalStatus.PENDING:
+        if current["status"] != ApprovalStatus.PENDING:
             raise ApprovalStateError(approval_store.decided_text(current))
         try:
             first = self._claim(f"approval #{approval_id}: tier {current['tier']}")

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import socket
 from collections.abc import AsyncIterator
-from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -31,6 +30,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from app.clock import parse_stamp
 from app.config import Settings
 from app.engine.retention import prune_daily
 from app.errors import ConfigError
@@ -113,7 +113,7 @@ class Metrics:
             self.check_up.labels(*labels).set(int(r["status"] == ServiceStatus.HEALTHY))
             if r["latency_ms"] is not None:
                 self.check_latency.labels(*labels).set(r["latency_ms"] / 1000)
-            when = datetime.fromisoformat(r["created_at"].replace("Z", "+00:00"))
+            when = parse_stamp(r["created_at"])
             self.check_time.labels(*labels).set(when.timestamp())
 
 

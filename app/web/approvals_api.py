@@ -22,9 +22,9 @@ from starlette.responses import JSONResponse, Response
 from app.errors import CycleBusy
 from app.store import approvals as approval_store
 from app.store import sessions as session_store
-from app.store.approvals import ApprovalRow, ApprovalStateError, ApprovalStatus
+from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
-from app.vocab import values
+from app.vocab import ApprovalStatus, values
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
 from app.web.incidents_api import IncidentAction, actor_for
 from app.web.openapi import APPROVALS_LIMIT, ApprovalStarted

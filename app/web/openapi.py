@@ -30,7 +30,7 @@ from app.engine.alerts import (
     TITLE_MAX,
 )
 from app.engine.cooldowns import CooldownReport
-from app.store.approvals import ApprovalRow, ApprovalStatus
+from app.store.approvals import ApprovalRow
 from app.store.incidents import NOTE_MAX, OPERATOR_MAX, UNTIL_HELP
 from app.store.rows import (
     EventRow,
@@ -43,7 +43,7 @@ from app.store.rows import (
 )
 from app.store.run_queue import STATUSES as QUEUE_STATUSES
 from app.store.run_queue import QueuedRunRow
-from app.vocab import MAX_TIER, MIN_TIER, IncidentStatus, Level, SessionStatus, values
+from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, IncidentStatus, Level, SessionStatus, values
 from app.web.limits import (
     API_BODY_MAX_BYTES,
     MEMORY_CATEGORY_MAX,

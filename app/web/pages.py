@@ -36,7 +36,7 @@ from app.store.activity import transcript_page
 from app.store.memories import MemoryConflict
 from app.supervisor.chain import BudgetSpent, tier0_problem
 from app.supervisor.runner import CLINotFound, resolve_binary
-from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
+from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, Level, SessionStatus, Trigger, values
 from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
 from app.web.limits import (
     FILTER_TEXT_MAX,
@@ -140,7 +140,7 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "notify": sup.notifier.status(),
         "notifications": await notification_store.recent(db, OVERVIEW_NOTIFICATIONS),
         # issue #13: escalations waiting for an operator (templates/_approvals.html), right after the incidents
-        "approvals": await approval_store.list_approvals(db, status=approval_store.ApprovalStatus.PENDING),
+        "approvals": await approval_store.list_approvals(db, status=ApprovalStatus.PENDING),
         "approval_back": "overview", "note_max": incident_store.NOTE_MAX,
         "busy": sup.busy,
         "next_run_at": sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None,

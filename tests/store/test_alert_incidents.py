@@ -4,6 +4,7 @@ rises, resolved by its sender — with a timeline entry per delivery."""
 
 from __future__ import annotations
 
+from app.clock import shift
 from app.store import incidents, sessions
 from app.store.incidents import Finding, Observation
 
@@ -11,7 +12,7 @@ T0 = "2026-11-24T09:00:00.000Z"
 
 
 def at(minutes: float) -> str:
-    return incidents._shift(T0, minutes * 60)
+    return shift(T0, minutes * 60)
 
 
 async def deliver(db, minutes: float, *, firing: bool = True, severity: str = "warning", fingerprint: str = "fp1",

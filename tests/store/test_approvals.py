@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.clock import shift
 from app.store import approvals, sessions
 from app.store.approvals import ApprovalStateError
 
@@ -13,7 +14,7 @@ T0 = "2026-11-23T09:00:00.000Z"
 
 
 def at(seconds: float) -> str:
-    return approvals._shift(T0, seconds)
+    return shift(T0, seconds)
 
 
 async def escalated(db, tier: int = 2, *, timeout: float = 600, now: str = T0) -> tuple[int, dict]:

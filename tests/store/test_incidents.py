@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.clock import shift
 from app.store import incidents, sessions
 from app.store.incidents import Finding, IncidentStateError, Observation, ProbeResult
 
@@ -13,7 +14,7 @@ T0 = "2026-11-23T09:00:00.000Z"
 
 
 def at(minutes: float) -> str:
-    return incidents._shift(T0, minutes * 60)
+    return shift(T0, minutes * 60)
 
 
 def failing(name: str = "api", severity: str = "critical", message: str = "HTTP 500") -> Observation:

@@ -10,6 +10,7 @@ import contextlib
 
 import pytest
 
+from app.clock import seconds_between
 from app.store import approvals as approval_store
 from app.store import incidents
 from app.store import sessions as session_store
@@ -56,7 +57,7 @@ async def test_a_manual_tier_is_not_started_the_chain_waits_for_an_approval(db, 
     assert cycle_status(chain) == AWAITING_APPROVAL
     assert (approval["tier"], approval["session_pk"], approval["chain_id"], approval["status"]) == (
         3, s["id"], s["id"], "pending")
-    assert approval_store._seconds(approval["created_at"], approval["expires_at"]) == 900
+    assert seconds_between(approval["created_at"], approval["expires_at"]) == 900
     handoff = approval["handoff"]
     assert handoff.startswith(f"## Escalation from tier 2 (session {s['id']})")
     for text in ("Reason: nginx needs a config rollback", "Context: bad upstream since the deploy",
