@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ __all__ = [
     "Settings",
     "TierConfig",
     "get_settings",
+    "setting_sources",
     "unknown_settings",
 ]
 
@@ -417,3 +419,45 @@ def _env_file_names(path: Path) -> list[str]:
         if line and not line.startswith("#") and "=" in line:
             names.append(line.split("=", 1)[0].strip())
     return names
+
+
+# Where a setting's effective value came from (issue #14, the /config page), in the order
+# pydantic-settings applies them: a command-line flag over the environment over ``.env`` over
+# the default. A secret read from its ``*_FILE`` companion (TIEROPS_TOKEN_FILE) counts as "file".
+SOURCE_DEFAULT = "default"
+SOURCE_ENV = "env"
+SOURCE_FILE = "file"
+SOURCE_COMMAND_LINE = "command line"
+
+
+def setting_sources(settings: Settings, environ: Mapping[str, str] | None = None,
+                    env_file: str | Path | None = ENV_FILE, baseline: Settings | None = None) -> dict[str, str]:
+    """The source of every setting of ``settings``: ``default``, ``env``, ``file`` or ``command line``.
+
+    ``environ`` (default: this process's) and ``env_file`` say which ``TIEROPS_*`` names are set
+    where (names compared case-insensitively, as pydantic-settings does; a renamed name counts as
+    its new one). A setting whose value differs from ``baseline`` — the settings as the
+    environment and ``.env`` alone give them (:func:`get_settings` without flags) — was given on
+    the command line (``--home``, ``--db``, ``--checks``) or by the program that built
+    ``settings``. Without a baseline nothing is reported as ``command line``.
+    """
+    env = {name.upper() for name in (os.environ if environ is None else environ)}
+    in_file = {name.upper() for name in _env_file_names(Path(env_file))} if env_file is not None else set()
+    old_names = {new: old for old, new in RENAMED.items()}
+    sources: dict[str, str] = {}
+    for name in Settings.model_fields:
+        var = f"TIEROPS_{name.upper()}"
+        if var in env or old_names.get(var, "") in env:
+            source = SOURCE_ENV
+        elif var in in_file:
+            source = SOURCE_FILE
+        else:
+            source = SOURCE_DEFAULT
+        if baseline is not None and getattr(settings, name) != getattr(baseline, name):
+            source = SOURCE_COMMAND_LINE
+        sources[name] = source
+    for name, source in list(sources.items()):
+        companion = f"{name}_file"  # token ← token_file, notify_urls ← notify_urls_file
+        if source == SOURCE_DEFAULT and companion in sources and getattr(settings, companion) is not None:
+            sources[name] = SOURCE_FILE
+    return sources

@@ -4,6 +4,7 @@
 #   - .venv with the package and its test extras (reinstalled when pyproject.toml changes)
 #   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
 #   - Debian's chromium for the browser tests (apt)
+#   - axe-core for the accessibility checks (npm, cached in ~/.cache/tierops)
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,18 @@ if ! command -v chromium >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
     else
         sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+fi
+
+# Issue #14: the accessibility checks (tests/web/test_console_browser.py) inject axe-core, from the
+# npm registry, cached like the CLI. With AXE_CORE_JS set the tests fail (never skip) without it.
+AXE_VERSION="4.10.3"
+AXE_DIR="${HOME:?HOME is not set}/.cache/tierops/axe-core-${AXE_VERSION}"
+if [ -z "${AXE_CORE_JS:-}" ]; then
+    export AXE_CORE_JS="${AXE_DIR}/node_modules/axe-core/axe.min.js"
+    if [ ! -f "$AXE_CORE_JS" ]; then
+        command -v npm >/dev/null 2>&1 || { echo "scripts/test.sh: npm is needed to install axe-core" >&2; exit 1; }
+        npm install --prefix "$AXE_DIR" --no-audit --no-fund --no-save "axe-core@${AXE_VERSION}" >&2
     fi
 fi
 

@@ -69,3 +69,9 @@ async def transcript_page(db: Database, session_pk: int, *, before: int | None, 
 
 async def count_lines(db: Database, session_pk: int) -> int:
     return int(await db.fetchval("SELECT count(*) FROM activity WHERE session_pk = ?", (session_pk,)) or 0)
+
+
+async def last_seq(db: Database, session_pk: int) -> int:
+    """The newest stored line's ``seq`` (0: none yet), from the ``(session_pk, seq)`` index: where
+    the follower of another process's session starts (issue #14, ``supervisor/follow.py``)."""
+    return int(await db.fetchval("SELECT max(seq) FROM activity WHERE session_pk = ?", (session_pk,)) or 0)

@@ -59,7 +59,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import aiosqlite
@@ -132,6 +132,21 @@ class MemoryLifecycle:
     def below_floor(self, confidence: float, last_seen_at: str | None, now: str) -> bool:
         return self.effective(confidence, last_seen_at, now) < self.floor
 
+    def stale_at(self, confidence: float, last_seen_at: str | None) -> str | None:
+        """When the decayed confidence reaches the floor (issue #14: the memories page shows it),
+        ``last_seen_at + half_life * log2(confidence / floor)`` days, in the stored format; None
+        when it never decays (no half-life, no floor, no readable ``last_seen_at``) or was
+        already at or below the floor when last seen."""
+        seen = parse_time(last_seen_at)
+        if self.half_life_days <= 0 or self.floor <= 0 or seen is None or confidence <= self.floor:
+            return None
+        days = self.half_life_days * math.log2(confidence / self.floor)
+        try:
+            when = seen + timedelta(days=days)
+        except OverflowError:
+            return None
+        return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 def _seen(row: sqlite3.Row | dict[str, Any]) -> str | None:
     """When a memory was last seen; rows written without the column fall back to their update."""
@@ -149,6 +164,11 @@ def effective_confidences(rows: Iterable[MemoryRow], lifecycle: MemoryLifecycle,
     """Each row's decayed confidence, by id (what the memories page shows next to the stored one)."""
     now = now or utcnow()
     return {r["id"]: lifecycle.effective(r["confidence"], _seen(cast(dict[str, Any], r)), now) for r in rows}
+
+
+def stale_times(rows: Iterable[MemoryRow], lifecycle: MemoryLifecycle) -> dict[int, str | None]:
+    """Each row's projected time to turn stale (:meth:`MemoryLifecycle.stale_at`), by id."""
+    return {r["id"]: lifecycle.stale_at(r["confidence"], _seen(cast(dict[str, Any], r))) for r in rows}
 
 
 # -- what sessions teach ----------------------------------------------------------------------

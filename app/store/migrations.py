@@ -373,4 +373,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX cooldowns_service ON cooldowns (service, action, created_at)
         """,
     ),
+    (
+        "0009_remote_stop",
+        """
+        -- Issue #14: Stop for a session another process runs. The stopping process writes when and
+        -- who before it signals the recorded CLI, and the owning process reads it when its CLI
+        -- exits, so the row says "stopped by an operator" (app/supervisor/remote_stop.py).
+        ALTER TABLE sessions ADD COLUMN stop_requested_at TEXT;
+        ALTER TABLE sessions ADD COLUMN stop_requested_by TEXT
+        """,
+    ),
+    (
+        "0010_attention_ack",
+        """
+        -- Issue #14: an operator acknowledges a session's needs-attention flag (who, when): the
+        -- overview then leaves it out, the session page keeps it, marked. A new attention reason
+        -- clears the acknowledgement (app/store/sessions.py set_attention).
+        ALTER TABLE sessions ADD COLUMN attention_acked_at TEXT;
+        ALTER TABLE sessions ADD COLUMN attention_acked_by TEXT;
+        CREATE INDEX sessions_attention_open ON sessions (id) WHERE attention IS NOT NULL AND attention_acked_at IS NULL
+        """,
+    ),
 ]

@@ -123,6 +123,11 @@ class SessionRow(SessionListRow):
     output_mode: str | None
     output_via: str | None
     escalation_gate: str | None  # issue #12: why tier 0's request to escalate was not acted on
+    # issue #14: an operator acknowledged the attention item; a Stop sent from another process
+    attention_acked_at: str | None
+    attention_acked_by: str | None
+    stop_requested_at: str | None
+    stop_requested_by: str | None
 
 
 class ChainLink(TypedDict):

@@ -170,9 +170,45 @@ async def set_escalated_to(db: Database, parent: int, child: int) -> None:
 
 
 async def set_attention(db: Database, pk: int, why: str) -> None:
-    """Flag the session as needing a human, with why."""
+    """Flag the session as needing a human, with why. A new reason clears an earlier
+    acknowledgement (issue #14): what was acknowledged is not what needs a human now."""
     async with db.write() as conn:
-        await conn.execute("UPDATE sessions SET attention = ? WHERE id = ?", (why, pk))
+        await conn.execute("UPDATE sessions SET attention = ?, attention_acked_at = NULL, attention_acked_by = NULL"
+                           " WHERE id = ? AND attention IS NOT ?", (why, pk, why))
+
+
+class AttentionAck(TypedDict):
+    """A session's needs-attention flag and its acknowledgement (issue #14)."""
+
+    id: int
+    attention: str | None
+    attention_acked_at: str | None
+    attention_acked_by: str | None
+
+
+class AttentionStateError(ValueError):
+    """The session has nothing to acknowledge (no attention flag)."""
+
+
+async def acknowledge_attention(db: Database, pk: int, actor: str) -> AttentionAck:
+    """Acknowledge session ``pk``'s needs-attention flag as ``actor`` (issue #14): the overview
+    stops listing it, the session page shows it acknowledged with who and when. Acknowledging
+    again keeps the first acknowledgement. Raises LookupError (no such session) or
+    :class:`AttentionStateError` (it does not need attention)."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            "UPDATE sessions SET attention_acked_at = ifnull(attention_acked_at, ?),"
+            " attention_acked_by = CASE WHEN attention_acked_at IS NULL THEN ? ELSE attention_acked_by END"
+            " WHERE id = ? AND attention IS NOT NULL"
+            " RETURNING id, attention, attention_acked_at, attention_acked_by", (utcnow(), db.redact(actor), pk))
+        row = await cur.fetchone()
+        if row is None:
+            cur = await conn.execute("SELECT 1 FROM sessions WHERE id = ?", (pk,))
+            if await cur.fetchone() is None:
+                raise LookupError(f"no session {pk}")
+            raise AttentionStateError(f"session {pk} does not need attention")
+    log.info("session %d: attention acknowledged by %s", pk, actor, extra={"session": pk})
+    return cast(AttentionAck, dict(row))
 
 
 async def set_escalation_gate(db: Database, pk: int, why: str) -> None:
@@ -215,8 +251,12 @@ async def session_status(db: Database, pk: int) -> str | None:
 
 
 async def list_sessions(db: Database, *, status: str | None = None, tier: int | None = None,
-                        limit: int = 50, offset: int = 0) -> list[SessionListRow]:
+                        limit: int = 50, offset: int = 0, attention_open: bool = False) -> list[SessionListRow]:
+    """Sessions newest first; ``attention_open`` (issue #14): only those needing attention that
+    nobody acknowledged yet (the overview's "and N more" link)."""
     cond, params = where(status=status, tier=tier)
+    if attention_open:
+        cond += (" AND " if cond else " WHERE ") + "attention IS NOT NULL AND attention_acked_at IS NULL"
     sql = f"SELECT {LIST_COLUMNS} FROM sessions{cond} ORDER BY id DESC LIMIT ? OFFSET ?"  # noqa: S608 (constant columns)
     return decode_all(await db.fetchall(sql, [*params, limit, offset]), SessionListRow)
 

@@ -593,7 +593,7 @@ def kill_leftover(pid: int, pgid: int | None, start_time: float | None, home: Pa
         leader = None
     if leader is not None:
         try:
-            if abs(leader.create_time() - start_time) > START_TIME_TOLERANCE:
+            if not _started_at(leader, start_time):
                 return []  # the pid was recycled: not ours
             targets[pid] = leader
             for child in leader.children(recursive=True):
@@ -617,6 +617,25 @@ def kill_leftover(pid: int, pgid: int | None, start_time: float | None, home: Pa
             log.warning("killed pid %d: a leftover %s of a session a stopped supervisor left running", p.pid, what)
     _wait_dead([targets[k] for k in killed], timeout=2)
     return killed
+
+
+def recorded_process(pid: int, start_time: float | None) -> psutil.Process | None:
+    """The live process ``pid`` when it is the one recorded with ``start_time``, else None (gone,
+    a zombie, or a recycled pid: someone else's). The one rule :func:`kill_leftover` and a Stop
+    from another process (issue #14, ``remote_stop``) apply before signalling a recorded CLI."""
+    if start_time is None:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE or not _started_at(proc, start_time):
+            return None
+    except psutil.Error:
+        return None
+    return proc
+
+
+def _started_at(proc: psutil.Process, start_time: float) -> bool:
+    return abs(proc.create_time() - start_time) <= START_TIME_TOLERANCE
 
 
 def _wait_dead(procs: list[psutil.Process], timeout: float) -> None:

@@ -16,6 +16,11 @@
   other process holds the cycle lock, so a live ``tierops run`` is not touched; at a cycle's start
   this process holds the lock itself, so no other process can have a session running. Sessions
   whose folder is under another state dir (so under another cycle lock) are left alone.
+* One view across processes (issue #14): :attr:`Supervisor.busy` ("Cycle running": overview,
+  ``/metrics``, ``/healthz``) is true while *any* process holds the cycle lock, and
+  :attr:`Supervisor.cycle_holder` names it (the holder the lock file records). The server follows
+  other processes' sessions (``follow.py``, which uses :meth:`Supervisor.owns` and
+  :meth:`Supervisor.sweep_abandoned`) and stops them (``remote_stop.py``).
 * Approvals (issue #13): an approved escalation runs as a cycle of its own
   (:meth:`Supervisor.start_approved`, :meth:`Supervisor.run_approved`): the rest of the chain from
   the approved tier, the escalating session as parent. It takes the cycle lock like any cycle;
@@ -101,16 +106,23 @@ class _CycleLock:
         os.write(fd, json.dumps({"pid": os.getpid(), "started_at": utcnow(), "what": what}).encode())
         self._fd = fd
 
-    def held_elsewhere(self) -> bool:
+    def holder(self) -> str | None:
+        """Issue #14: who runs a cycle (the holder the lock file records: this process's own when it
+        holds the lock, another's when its probe finds it taken), or None when none runs."""
+        if self._fd is not None:
+            return _read_holder(self._fd)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            return _read_holder(fd)
         finally:
             os.close(fd)  # closing drops our probe lock
-        return False
+        return None
+
+    def held_elsewhere(self) -> bool:
+        return self.holder() is not None
 
     def release(self) -> None:
         if self._fd is not None:
@@ -183,7 +195,36 @@ class Supervisor:
 
     @property
     def busy(self) -> bool:
-        return self._running
+        """A cycle runs: in this process, or (issue #14) in another one holding the cycle lock of
+        this state directory (``tierops run``, ``tierops supervise``)."""
+        return self._running or self._file_lock.holder() is not None
+
+    @property
+    def cycle_holder(self) -> str | None:
+        """Issue #14: "pid N, what, started T" of the process running a cycle, or None."""
+        return self._file_lock.holder()
+
+    def owns(self, pk: int, cli_pid: int | None) -> bool:
+        """Issue #14: session ``pk`` (whose row records ``cli_pid``) runs, or is being started, in
+        this process: the follower leaves it to the recorder. While this process runs a cycle, a
+        running row with no CLI yet that is not among its handles is its own next session (created,
+        not yet tracked); one with a CLI is another state dir's, sharing this database."""
+        return pk in self.handles or (self._running and cli_pid is None)
+
+    async def sweep_abandoned(self) -> int:
+        """Issue #14: end the sessions whose process died (a ``tierops run`` killed with SIGKILL) —
+        seen by the follower as rows still ``running`` while nobody holds the cycle lock. Done
+        holding the lock, so a process starting a cycle meanwhile is never swept; 0 when busy."""
+        if self._running:
+            return 0
+        try:
+            self._file_lock.acquire("sweep of sessions left running")
+        except CycleBusy:
+            return 0
+        try:
+            return await self._sweep("its process is gone")
+        finally:
+            self._file_lock.release()
 
     async def recover_interrupted(self) -> int:
         """At start: kill the live CLIs of sessions a killed supervisor left ``running``, then mark
@@ -563,7 +604,8 @@ class Supervisor:
         if self.consecutive_failures >= self.settings.unhealthy_after:
             problems.append(f"the last {self.consecutive_failures} cycles failed "
                             f"(TIEROPS_UNHEALTHY_AFTER={self.settings.unhealthy_after})")
-        return {"scheduler": scheduler, "last_cycle_at": self.last_cycle_at,
+        return {"scheduler": scheduler, "cycle_running": self.busy, "cycle_holder": self.cycle_holder,
+                "last_cycle_at": self.last_cycle_at,
                 "last_cycle_status": self.last_cycle_status, "consecutive_failures": self.consecutive_failures,
                 "problems": problems}
 
@@ -601,6 +643,6 @@ def _log_cycle_end(cycle: int, chain: list[ChainLink], seconds: float) -> None:
 
 
 def status(supervisor: Supervisor) -> dict[str, Any]:
-    return {"busy": supervisor.busy,
+    return {"busy": supervisor.busy, "cycle_holder": supervisor.cycle_holder,
             "next_run_at": supervisor.next_run_at.isoformat() if supervisor.next_run_at else None,
             "running_sessions": sorted(supervisor.handles)}

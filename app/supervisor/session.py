@@ -27,6 +27,10 @@ for the next one to kill a CLI still running (``Supervisor.recover_interrupted``
 after the row exists, even while preparing the run (its folder, its prompt file), ends the
 session ``failed`` with why, so no row is left ``running`` by an exception.
 
+Stop from another process (issue #14, ``remote_stop``): that process records the request on the
+row, then signals the CLI's process group; when a CLI exits this module reads the request, so the
+session ends ``interrupted`` "stopped by an operator (who)" as a local Stop does, not as a crash.
+
 Log lines (issue #10): the session's start (id, tier, model, trigger, parent) and each output
 recovery resume at INFO, here; its end (status, reason, attempts, cost) once, by the recorder's
 finalize, the one place every session ends, which is told the chain for its fields.
@@ -213,7 +217,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
                 await rec.feed(line)
             await rec.flush()  # one commit per read: live pages see lines as they come
 
-        proc_out = await _spawn(handle, launch, sink, settings, record)
+        proc_out = await _spawn(handle, launch, sink, settings, record, db, rec.session_pk)
         exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail
         outcome = await rec.end_attempt(exit_code)
         override = _override(proc_out, cfg.timeout, handle)
@@ -235,7 +239,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             again = (recovery_section(errors, outcome.has_output) if prompted
                      else recovery_prompt(errors, outcome.has_output))
             resume = launch_for(again, resume=rec.session_id, budget_usd=left)
-            proc_out = await _spawn(handle, resume, sink, settings, record)
+            proc_out = await _spawn(handle, resume, sink, settings, record, db, rec.session_pk)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
             outcome = await rec.end_attempt(exit_code)
             override = _override(proc_out, cfg.timeout, handle)
@@ -304,12 +308,24 @@ async def _settle(records: list[asyncio.Task[None]]) -> None:
 
 
 async def _spawn(handle: SessionHandle, launch: Launch, sink: LineSink, settings: Settings,
-                 on_start: Callable[[ProcessIdentity], None]) -> ProcessOutcome:
+                 on_start: Callable[[ProcessIdentity], None], db: Database, pk: int) -> ProcessOutcome:
     process = RunningProcess(launch)
     handle.process = process
     if handle.stopped:
         process.stop()
-    return await process.run(sink, settings.kill_grace, on_start)
+    outcome = await process.run(sink, settings.kill_grace, on_start)
+    try:
+        by = None if handle.stopped else await processes.stop_requested_by(db, pk)
+    except Exception:  # the run's own outcome stands; storage trouble shows in the finalize
+        log.exception("session %d: reading a stop request failed", pk, extra={"session": pk})
+        by = None
+    if by is not None:
+        # Issue #14: another process (the dashboard of a server) stopped this session by signalling
+        # its CLI's process group; it recorded the request first, so the row tells the truth.
+        handle.stop_reason, handle.stopped = f"{STOPPED_BY_OPERATOR} ({by})", True
+        outcome.stopped = True
+        log.warning("session %d: stopped from another process by %s", pk, by, extra={"session": pk})
+    return outcome
 
 
 def _override(proc: ProcessOutcome, timeout: float, handle: SessionHandle) -> tuple[str, str] | None:

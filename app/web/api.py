@@ -9,6 +9,7 @@ and state conflicts are 409.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -32,11 +33,13 @@ from app.store import attempts, findings
 from app.store import memories as memory_store
 from app.store import schemas as schema_store
 from app.store import sessions as session_store
+from app.store.incidents import OPERATOR_MAX
 from app.store.memories import MemoryConflict
 from app.store.rows import SessionRow
 from app.supervisor.chain import BudgetSpent, tier0_problem
+from app.supervisor.remote_stop import StopRefused, stop_anywhere
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
-from app.web import alerts_api, approvals_api, incidents_api
+from app.web import alerts_api, approvals_api, incidents_api, stats_api
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
 from app.web.limits import (
     MEMORY_CATEGORY_MAX,
@@ -53,6 +56,7 @@ from app.web.openapi import (
     COOLDOWN_ACTIONS_LIMIT,
     EVENTS_LIMIT,
     MEMORIES_LIMIT,
+    OPERATOR_PATTERN,
     SCHEMAS_LIMIT,
     SESSIONS_LIMIT,
     ActivityLine,
@@ -165,11 +169,13 @@ async def _session_or_404(request: Request) -> SessionRow:
 
 
 async def sessions(request: Request) -> Response:
+    """Newest first, each with its chain's totals (issue #14: ``stats_api.with_chains``)."""
+    db = state(request).db
     rows = await session_store.list_sessions(
-        state(request).db, status=choice_param(request, "status", values(SessionStatus)),
+        db, status=choice_param(request, "status", values(SessionStatus)),
         tier=int_param(request, "tier", minimum=MIN_TIER, maximum=MAX_TIER),
         limit=_limit(request, SESSIONS_LIMIT), offset=int_param(request, "offset", 0))
-    return JSONResponse(rows)
+    return JSONResponse(await stats_api.with_chains(db, rows))
 
 
 async def session(request: Request) -> Response:
@@ -200,15 +206,43 @@ async def result(request: Request) -> Response:
 
 
 async def stop(request: Request) -> Response:
+    """Stop a running session, this server's own or (issue #14) one another process runs on the
+    same state directory: its verified CLI's process group is signalled (``remote_stop``)."""
     pk = path_int(request)
     st = state(request)
-    status = await session_store.session_status(st.db, pk)
-    if status is None:
-        raise ApiError(404, "not_found", f"no session {pk}")
-    if status != SessionStatus.RUNNING or not st.supervisor.stop_session(pk):
-        raise ApiError(409, "not_running", f"session {pk} is not running in this server (status {status})")
+    try:
+        await stop_anywhere(st.supervisor, pk, f"{incidents_api.actor_for(request, None)}, server pid {os.getpid()}")
+    except StopRefused as exc:
+        raise ApiError(exc.status, "not_found" if exc.status == 404 else "not_running", exc.message) from None
     accepted: StopAccepted = {"id": pk, "stopping": True}
     return JSONResponse(accepted, status_code=202)
+
+
+class AttentionAckRequest(BaseModel):
+    """Issue #14: the optional body of POST /sessions/{id}/attention/ack."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    by: str | None = Field(None, max_length=OPERATOR_MAX, pattern=OPERATOR_PATTERN)
+
+    @field_validator("by")
+    @classmethod
+    def _stripped(cls, value: str | None) -> str | None:
+        return _strip(value, blank_ok=True) or None
+
+
+async def attention_ack(request: Request) -> Response:
+    """Issue #14: acknowledge a session's needs-attention flag (who: ``by`` and how the request
+    was authenticated); the overview stops listing it. 409 when it needs no attention."""
+    pk = path_int(request)
+    body: AttentionAckRequest = await json_body(request, AttentionAckRequest, required=False)
+    try:
+        row = await session_store.acknowledge_attention(state(request).db, pk,
+                                                        incidents_api.actor_for(request, body.by))
+    except LookupError:
+        raise ApiError(404, "not_found", f"no session {pk}") from None
+    except session_store.AttentionStateError as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    return JSONResponse(row)
 
 
 async def runs(request: Request) -> Response:
@@ -364,10 +398,14 @@ def _documented(path: str, endpoint: Endpoint) -> Endpoint:
 
 routes = [
     Route("/sessions", _documented("/sessions", sessions)),
+    # issue #14: before /sessions/{id}, which would take "rollup" for an id
+    Route("/sessions/rollup", _documented("/sessions/rollup", stats_api.rollup)),
     Route("/sessions/{id}", _documented("/sessions/{id}", session)),
     Route("/sessions/{id}/activity", _documented("/sessions/{id}/activity", activity)),
     Route("/sessions/{id}/result", _documented("/sessions/{id}/result", result)),
     Route("/sessions/{id}/stop", _documented("/sessions/{id}/stop", stop), methods=["POST"]),
+    Route("/sessions/{id}/attention/ack", _documented("/sessions/{id}/attention/ack", attention_ack),
+          methods=["POST"]),  # issue #14
     Route("/runs", _documented("/runs", runs), methods=["POST"]),
     Route("/events", _documented("/events", events)),
     Route("/memories", _documented("/memories", memories), methods=["GET", "POST"]),
@@ -387,5 +425,6 @@ routes = [
     Route("/cooldowns", _documented("/cooldowns", cooldowns)),
     Route("/alerts", _documented("/alerts", alerts_api.alerts), methods=["POST"]),  # issue #13
     Route("/queue", _documented("/queue", alerts_api.queue)),
+    Route("/stats", _documented("/stats", stats_api.stats)),  # issue #14
     Route("/openapi.json", openapi),
 ]

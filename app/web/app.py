@@ -2,9 +2,9 @@
 
 Lifespan order (the only startup hook starlette has): open the store (migrations run there),
 mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler and
-the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10) and the approvals' expiry watch (issue
-#13); on shutdown stop running sessions' process groups, cancel those tasks, close the store.
-One uvicorn worker: the scheduler and the SSE hub live in this process.
+the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10), the approvals' expiry watch (issue
+#13) and the follower of sessions other processes run (issue #14); on shutdown stop running
+sessions' process groups, cancel those tasks, close the store. One uvicorn worker: the scheduler and the SSE hub live in this process.
 
 Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
 raised by a handler becomes JSON ``{error, detail}`` under ``/api/`` and for SSE streams, and
@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -42,15 +42,31 @@ from app.store import incidents as incident_store
 from app.store import notifications as notification_store
 from app.store.db import Database
 from app.supervisor.alerts import work_queue
+from app.supervisor.follow import Follower
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
 from app.tasks import stop as stop_task
 from app.vocab import ServiceStatus
-from app.web import api, approval_pages, incident_pages, pages, schema_pages, streams
+from app.web import (
+    api,
+    approval_pages,
+    config_pages,  # issue #14: /config, /cooldowns, /stats, /api/docs
+    cooldown_pages,
+    docs_pages,
+    incident_pages,
+    memory_pages,
+    pages,
+    schema_pages,
+    stats_pages,
+    streams,
+)
 from app.web.auth import (
     COOKIE,
     COOKIE_MAX_AGE,
+    LOGIN_MAX_FAILURES,
+    LOGIN_WINDOW_S,
+    LoginThrottle,
     SecurityMiddleware,
     is_loopback,
     new_cookie,
@@ -158,12 +174,34 @@ async def login(request: Request) -> Response:
         return page(request, "login.html", {"next": nxt, "error": None})
     form = await pages.read_form(request)
     nxt = safe_next(str(form.get("next") or "/"))
+    # Issue #14: throttled per client address before the (constant-time) compare; see auth.py.
+    throttle: LoginThrottle = request.app.state.login_throttle
+    addr = request.client.host if request.client else "unknown"
+    if (wait := throttle.retry_after(addr)) is not None:
+        return _login_refused(request, nxt, wait)
     if not token_ok(st.token, str(form.get("token") or "")):
+        if (wait := throttle.failed(addr)) is not None:
+            return _login_refused(request, nxt, wait)
         return page(request, "login.html", {"next": nxt, "error": "Wrong token."}, status=401)
+    throttle.succeeded(addr)
     resp = RedirectResponse(nxt, status_code=303)
     resp.set_cookie(COOKIE, new_cookie(st.token), max_age=COOKIE_MAX_AGE, httponly=True, samesite="lax",
                     secure=request.url.scheme == "https")
     return resp
+
+
+def _login_refused(request: Request, nxt: str, wait: int) -> Response:
+    error = (f"Too many wrong tokens from your address: log-ins are refused for {wait} s "
+             f"(at most {LOGIN_MAX_FAILURES} failures per {LOGIN_WINDOW_S:.0f} s).")
+    resp = page(request, "login.html", {"next": nxt, "error": error}, status=429)
+    resp.headers["Retry-After"] = str(wait)
+    return resp
+
+
+async def favicon(request: Request) -> Response:
+    """Issue #14: browsers ask for /favicon.ico whatever the page links; answer it (no 404 in logs)."""
+    return FileResponse(WEB_DIR / "static" / "favicon.ico", media_type="image/x-icon",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 async def logout(request: Request) -> Response:
@@ -221,6 +259,8 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         approvals_watch = spawn(supervisor.watch_approvals(), "tierops-approvals")
         # Issue #13: runs queued by alerts start when the cycle is free (woken when a cycle ends).
         run_queue_worker = spawn(work_queue(supervisor), "tierops-run-queue")
+        # Issue #14: live pages of sessions other processes run (tierops run/supervise, same database).
+        follower = spawn(Follower(db, hub, supervisor).run(), "tierops-follow")
         log.info("serving state %s (database %s); scheduled cycles %s; retention %s", settings.state_dir,
                  settings.db_path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
                  f"{settings.retention_days} days" if settings.retention_days else "off")
@@ -229,6 +269,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         finally:
             await stop_task(run_queue_worker)  # first: no queued run may start while shutting down
             await stop_task(approvals_watch)
+            await stop_task(follower)
             await stop_task(pruner)  # before the store closes; a prune cut short rolls its batch back
             if scheduler is not None:
                 scheduler.cancel()
@@ -242,13 +283,16 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/favicon.ico", favicon),
         Route("/logout", logout, methods=["POST"]),
         Mount("/api/v1", routes=api.routes),
         *streams.routes,
         *pages.routes,
+        *memory_pages.routes,
         *schema_pages.routes,
         *incident_pages.routes,
         *approval_pages.routes,
+        *config_pages.routes, *cooldown_pages.routes, *stats_pages.routes, *docs_pages.routes,  # issue #14
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]
     app = Starlette(
@@ -258,6 +302,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         exception_handlers={HTTPException: http_error, Exception: server_error},
     )
     app.state.metrics = Metrics()
+    app.state.login_throttle = LoginThrottle()
     return app
 
 

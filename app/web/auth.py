@@ -15,6 +15,12 @@ untouched; starlette's BaseHTTPMiddleware would buffer them).
   header; some senders cannot). An alert sender then never holds the API token. The query string
   is never logged (``app/logs.py`` writes the path alone). Without an API token the server is
   loopback-only and alerts are accepted from there like every other call.
+* Login throttle (issue #14, :class:`LoginThrottle`): per client address, after
+  :data:`LOGIN_MAX_FAILURES` wrong tokens within :data:`LOGIN_WINDOW_S` seconds further attempts
+  get 429 with ``Retry-After`` until the oldest of those failures is a window old; a correct token
+  clears the address. At most :data:`LOGIN_MAX_CLIENTS` addresses are remembered (the least
+  recently failing is forgotten first), so a flood of addresses cannot grow memory. The address
+  is the TCP peer (no proxy headers are trusted): behind a reverse proxy all users share one.
 * CSRF: every POST/PUT/PATCH/DELETE (forms and API) is refused with 403 when the browser says it
   comes from elsewhere: ``Sec-Fetch-Site`` other than same-origin/none, or an ``Origin`` whose host
   differs from ``Host``. Scripts (curl, the API with a bearer token) send neither and pass.
@@ -28,7 +34,10 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -39,7 +48,9 @@ log = logging.getLogger(__name__)
 
 COOKIE = "tierops_session"
 COOKIE_MAX_AGE = 7 * 24 * 3600
-OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json")  # the document holds no data
+# the OpenAPI document holds no data; the favicon is asked for by browsers without credentials
+# /api/docs renders the (already open) OpenAPI document: no data, and a page, not a 401 (issue #14)
+OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json", "/api/docs", "/favicon.ico")
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 WEBHOOK_PATH = "/api/v1/alerts"  # the one operation TIEROPS_WEBHOOK_TOKEN opens (POST)
 # Defence in depth behind escaping: no inline script, no plugin, no framing, no MIME sniffing.
@@ -74,6 +85,70 @@ def token_ok(token: str, offered: str | None) -> bool:
     if not offered:
         return False
     return hmac.compare_digest(token.encode(), offered.encode())
+
+
+# Issue #14: login throttle limits (see the module docstring).
+LOGIN_MAX_FAILURES = 5
+LOGIN_WINDOW_S = 60.0
+LOGIN_MAX_CLIENTS = 4096
+
+
+class LoginThrottle:
+    """Failed logins per client address in a sliding window, bounded in memory.
+
+    ``retry_after(addr)`` is checked before the token is compared (so a blocked client learns
+    nothing, not even from a right guess); ``failed`` records a wrong token, ``succeeded`` forgets
+    the address. One instance per app, used from the event loop only (no lock needed)."""
+
+    def __init__(self, max_failures: int = LOGIN_MAX_FAILURES, window_s: float = LOGIN_WINDOW_S,
+                 max_clients: int = LOGIN_MAX_CLIENTS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self.max_clients = max_clients
+        self._clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+    def _recent(self, addr: str, now: float) -> deque[float] | None:
+        times = self._failures.get(addr)
+        if times is None:
+            return None
+        while times and now - times[0] >= self.window_s:
+            times.popleft()
+        if not times:
+            del self._failures[addr]
+            return None
+        return times
+
+    def retry_after(self, addr: str) -> int | None:
+        """Whole seconds until ``addr`` may try again, or None when it may now."""
+        now = self._clock()
+        times = self._recent(addr, now)
+        if times is None or len(times) < self.max_failures:
+            return None
+        return max(1, math.ceil(times[0] + self.window_s - now))
+
+    def failed(self, addr: str) -> int | None:
+        """Record a wrong token; returns :meth:`retry_after` (set when this failure blocked it)."""
+        now = self._clock()
+        times = self._recent(addr, now)
+        if times is None:
+            while len(self._failures) >= self.max_clients:
+                self._failures.popitem(last=False)  # the address that failed longest ago
+            times = self._failures[addr] = deque(maxlen=self.max_failures)
+        else:
+            self._failures.move_to_end(addr)
+        times.append(now)
+        blocked = self.retry_after(addr)
+        if blocked is not None:
+            log.warning("login: %d wrong tokens from %s within %.0f s; refusing logins from it for %d s",
+                        self.max_failures, addr, self.window_s, blocked)
+        return blocked
+
+    def succeeded(self, addr: str) -> None:
+        self._failures.pop(addr, None)
 
 
 def _cookies(headers: Headers) -> dict[str, str]:

@@ -25,7 +25,7 @@ from app.vocab import IncidentStatus, values
 from app.web.common import ApiError, choice_param, int_param, path_int, state
 from app.web.incidents_api import Action, actor_for, perform
 from app.web.limits import FILTER_TEXT_MAX
-from app.web.pages import _query, read_form
+from app.web.pages import page_query, read_form
 from app.web.templating import page
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,8 @@ async def incidents_page(request: Request) -> Response:
     return page(request, "incidents.html", {
         "incidents": rows[:INCIDENTS_PER_PAGE], "status": status, "service": service, "statuses": STATUS_CHOICES,
         "services": await incident_store.incident_services(db), "now": utcnow(), "page": pg,
-        "prev_url": _query(page=pg - 1, **filters) if pg > 1 else None,
-        "next_url": _query(page=pg + 1, **filters) if len(rows) > INCIDENTS_PER_PAGE else None,
+        "prev_url": page_query(page=pg - 1, **filters) if pg > 1 else None,
+        "next_url": page_query(page=pg + 1, **filters) if len(rows) > INCIDENTS_PER_PAGE else None,
     })
 
 

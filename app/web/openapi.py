@@ -8,6 +8,8 @@ with and without the token) and against the mounted routes by ``tests/web/test_a
   in :mod:`app.store.rows` and the response shapes below), so a field added to a row is
   documented with it. Objects allow additional properties: a client must ignore what it does
   not know.
+* Every operation carries one tag, its path's first segment (:data:`TAGS`, issue #14): the
+  ``/api/docs`` page (``app/web/docs_pages.py``) groups them by it.
 * The document describes the server that serves it: with a token configured every operation
   requires the bearer scheme (and may answer 401); without one there is no security requirement.
 """
@@ -37,12 +39,12 @@ from app.store.rows import (
     IncidentRow,
     MemoryRow,
     SchemaRow,
-    SessionListRow,
     SessionRow,
     TimelineRow,
 )
 from app.store.run_queue import STATUSES as QUEUE_STATUSES
 from app.store.run_queue import QueuedRunRow
+from app.store.sessions import AttentionAck
 from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, IncidentStatus, Level, SessionStatus, values
 from app.web.limits import (
     API_BODY_MAX_BYTES,
@@ -55,6 +57,7 @@ from app.web.limits import (
     SCHEMA_DESCRIPTION_MAX,
     SCHEMA_NAME_PATTERN,
 )
+from app.web.stats_api import ROLLUP_BY, ROLLUP_LIMIT, STATS_DAYS, RollupBody, SessionListItem, StatsBody
 
 SQLITE_MAX_INT = 2**63 - 1
 NOT_BLANK = r"[^ \t\n\r\f\v]"  # a character api.py's strip keeps  # ids, offsets and sequence numbers are SQLite integers
@@ -326,13 +329,46 @@ def _incident_action_properties() -> dict[str, Any]:
 
 
 RESPONSE_SCHEMAS: dict[str, Any] = {
-    "Session": SessionListRow, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
+    "Session": SessionListItem, "SessionDetail": SessionDetail, "ActivityLine": ActivityLine,
     "Result": ResultBody, "RunStarted": RunStarted, "StopAccepted": StopAccepted, "Event": EventRow,
     "Memory": MemoryRow, "Schema": SchemaRow, "Incident": IncidentRow, "IncidentDetail": IncidentDetail,
     "Approval": ApprovalRow, "ApprovalStarted": ApprovalStarted,
     "Cooldowns": CooldownReport,
     "AlertsAccepted": AlertsAccepted, "QueuedRun": QueuedRunRow,
+    "Stats": StatsBody, "Rollup": RollupBody,  # issue #14
+    "AttentionAck": AttentionAck,  # issue #14
 }
+
+# Issue #14: operations grouped by tag (the /api/docs page), by the path's first segment.
+TAGS = {"sessions": "Sessions, their transcripts, results and roll-ups",
+        "runs": "Starting cycles", "events": "Events the tiers reported",
+        "memories": "What the tiers learned", "schemas": "Named output schemas",
+        "incidents": "Incidents and operator actions", "approvals": "Escalations waiting for an operator",
+        "cooldowns": "Limits on actions", "alerts": "Alerts in", "queue": "Runs waiting for a cycle",
+        "stats": "Statistics for widgets", "openapi.json": "This document"}
+
+
+def _stats_paths(auth: bool) -> dict[str, Any]:
+    """Issue #14: GET /stats and GET /sessions/rollup (app/web/stats_api.py)."""
+    days = _int_q("days", STATS_DAYS) | {"description": "The window: today and the days before it (UTC days)"}
+    return {
+        "/stats": {"get": _op("Sessions by status, success rate, escalations, cost (total, today, per tier, per "
+                              "day) and open incidents over the last N days, for Homepage or Grafana widgets",
+                              _ok("Stats"), auth=auth, params=[days])},
+        "/sessions/rollup": {"get": _op(
+            "Cost roll-up of the last N days per UTC day (every day, oldest first) or per escalation chain "
+            "(by the chain's first session, newest first; limit and offset page the chains)", _ok("Rollup"),
+            auth=auth, params=[_enum_q("by", ROLLUP_BY), days, _int_q("limit", ROLLUP_LIMIT), _int_q("offset")])},
+    }
+
+
+def _tagged(paths: dict[str, Any]) -> dict[str, Any]:
+    for path, ops in paths.items():
+        tag = path.strip("/").split("/")[0]
+        for op in ops.values():
+            op.setdefault("tags", [tag])
+    return paths
+
 
 
 # --- alerts in (issue #13): the three shapes app/engine/alerts.py reads -----------------------
@@ -413,7 +449,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "TierOps API", "version": __version__,
-                 "description": "Sessions, events, memories, incidents, approvals and runs of TierOps. With TIEROPS_TOKEN set, send "
+                 "description": "Sessions, events, memories, incidents, approvals, runs and statistics of TierOps. With TIEROPS_TOKEN set, send "
                                 "'Authorization: Bearer <token>'. Errors are {error, detail}. Request bodies are "
                                 f"JSON of at most {API_BODY_MAX_BYTES} bytes (413 beyond)."},
         "servers": [{"url": "/api/v1"}],
@@ -452,12 +488,17 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                         "pattern": UNTIL_PATTERN, "description": f"{UNTIL_HELP}; at most 90 days"}}},
                 "ApprovalAction": {"type": "object", "additionalProperties": False,
                                    "properties": _incident_action_properties()},
+                # issue #14: who acknowledges a session's needs-attention flag
+                "AttentionAckRequest": {"type": "object", "additionalProperties": False,
+                                        "properties": {"by": _incident_action_properties()["by"]}},
                 **_alert_schemas(),
                 **{name: json_schema(tp) for name, tp in RESPONSE_SCHEMAS.items()},
             },
         },
-        "paths": {
-            "/sessions": {"get": _op("List sessions, newest first", _ok("Session", array=True), auth=auth, params=[
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
+        "paths": _tagged({
+            "/sessions": {"get": _op("List sessions, newest first, each with its chain's root id, number of "
+                                     "sessions and cost", _ok("Session", array=True), auth=auth, params=[
                 _enum_q("status", values(SessionStatus)), _int_q("tier", low=MIN_TIER, high=MAX_TIER),
                 _int_q("limit", SESSIONS_LIMIT), _int_q("offset")])},
             "/sessions/{id}": {"get": _op("One session with its output attempts", _ok("SessionDetail"), auth=auth,
@@ -471,6 +512,11 @@ def document(*, token_required: bool) -> dict[str, Any]:
             "/sessions/{id}/stop": {"post": _op("Stop a running session (SIGTERM, then SIGKILL)",
                                                 _ok("StopAccepted", "stopping"), status="202", auth=auth,
                                                 params=[_ID], errors=("404", "409"))},
+            # issue #14: the overview stops listing it; the session page keeps it, marked
+            "/sessions/{id}/attention/ack": {"post": _op(
+                "Acknowledge a session's needs-attention flag (again: the first acknowledgement stays; "
+                "409 when it needs no attention)", _ok("AttentionAck"), auth=auth, params=[_ID],
+                body="AttentionAckRequest", body_required=False, errors=("404", "409"))},
             "/runs": {"post": _op("Start a chain now; answers at once with the first session id (no body: tier 1; "
                                   "409 while a cycle runs or once TIEROPS_DAILY_BUDGET_USD is spent)",
                                   {**_ok("RunStarted", "started"), "headers": {"Location": {
@@ -541,7 +587,8 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                       "responses": {"200": {"description": "ok", "content": {
                                           "application/json": {"schema": {"type": "object"}}}},
                                                     "403": ERRORS["403"]}}},
-        },
+            **_stats_paths(auth),
+        }),
     }
     if auth:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -23,28 +22,25 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from app.clock import utcnow
 from app.engine import cooldowns as cooldown_engine
 from app.errors import CycleBusy
 from app.store import approvals as approval_store
-from app.store import attempts, chains, dashboard, findings, run_queue
+from app.store import attempts, chains, dashboard, findings, provenance, run_queue
 from app.store import incidents as incident_store
-from app.store import memories as memory_store
 from app.store import notifications as notification_store
 from app.store import sessions as session_store
 from app.store.activity import transcript_page
-from app.store.memories import MemoryConflict
+from app.store.sessions import AttentionStateError
 from app.supervisor.chain import BudgetSpent, tier0_problem
+from app.supervisor.remote_stop import StopRefused, refusal, stop_anywhere
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, Level, SessionStatus, Trigger, values
+from app.web import console, verdict
 from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
+from app.web.incidents_api import actor_for
 from app.web.limits import (
     FILTER_TEXT_MAX,
     FORM_MAX_BYTES,
-    MEMORY_CATEGORY_MAX,
-    MEMORY_DEFAULT_CONFIDENCE,
-    MEMORY_SERVICE_MAX,
-    MEMORY_VALUE_MAX,
     PROMPT_MAX_CHARS,
 )
 from app.web.render import PAGE_RAW_LIMIT, render_activity, render_event_row, render_json
@@ -55,11 +51,14 @@ log = logging.getLogger(__name__)
 
 SESSIONS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
-MEMORIES_PER_PAGE = 200
 OVERVIEW_INCIDENTS = 20
 OVERVIEW_NOTIFICATIONS = 6  # issue #13: the newest notifications on the overview
 OVERVIEW_ACTIONS = 10  # issue #13: recent actions in the Cooldowns section
 TRANSCRIPT_ROWS = 200  # rendering costs ~0.2 ms a row (bench/pages.py); "earlier lines" pages back
+OVERVIEW_ATTENTION = 5  # issue #14: the newest unacknowledged needs-attention items; the rest are counted
+GRID_CYCLES = 20  # issue #14: cycles of status history per service on the overview
+# Issue #14: fixed texts after an acknowledgement (over the shared ?notice= texts of templating.py)
+PAGE_NOTICES = {"attention_acked": "Acknowledged: the overview no longer lists it; this page keeps it, marked."}
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -78,20 +77,20 @@ async def read_form(request: Request) -> dict[str, str]:
     return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=100))
 
 
-def _query(**params: Any) -> str:
+def page_query(**params: Any) -> str:
     clean = {k: v for k, v in params.items() if v is not None and v != ""}
     return ("?" + urlencode(clean)) if clean else ""
 
 
-def _redirect(url: str) -> RedirectResponse:
+def see_other(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
-def _filter_text(request: Request, name: str) -> str | None:
+def filter_text(request: Request, name: str) -> str | None:
     return (request.query_params.get(name) or "").strip()[:FILTER_TEXT_MAX] or None
 
 
-def _not_found(what: str, pk: int) -> ApiError:
+def not_found(what: str, pk: int) -> ApiError:
     return ApiError(404, "not_found", f"There is no {what} {pk}.")
 
 
@@ -106,7 +105,7 @@ def _cli_problem(request: Request) -> str | None:
     return None
 
 
-async def _cooldowns(request: Request) -> dict[str, Any]:
+async def cooldowns_ctx(request: Request) -> dict[str, Any]:
     """The overview's Cooldowns section (issue #13); a bad TIEROPS_COOLDOWNS is shown, not a 500."""
     st = state(request)
     try:
@@ -116,26 +115,37 @@ async def _cooldowns(request: Request) -> dict[str, Any]:
     return {"error": None, **await cooldown_engine.report(st.db, limits, recent=OVERVIEW_ACTIONS)}
 
 
+def _page_notice(request: Request, ctx: dict[str, Any]) -> dict[str, Any]:
+    if (notice := PAGE_NOTICES.get(request.query_params.get("notice", ""))) is not None:
+        ctx["notice"] = notice
+    return ctx
+
+
 async def _overview_ctx(request: Request) -> dict[str, Any]:
     st = state(request)
     db = st.db
     chain_id = await chains.latest_chain_id(db)
     chain = await chains.chain_links(db, chain_id) if chain_id is not None else []
     sup = st.supervisor
+    cli_error = _cli_problem(request)
     # Issue #12: the overview leads with what is broken now, worst first, then most recent.
     unresolved = await incident_store.list_incidents(db, status="unresolved", limit=OVERVIEW_INCIDENTS + 1)
+    attention, attention_total = await dashboard.open_attention(db, OVERVIEW_ATTENTION)
     return {
+        # issue #14: the answer first — one headline, then what needs a human, then the grid
+        "headline": await console.headline(st, chain, cli_error),
+        "attention": attention, "attention_more": max(0, attention_total - len(attention)),
+        "grid": console.grid_view(await dashboard.service_grid(db, GRID_CYCLES)),
+        "today": await dashboard.today(db),
         "incidents": sorted(unresolved[:OVERVIEW_INCIDENTS],
                             key=lambda i: -incident_store.SEVERITY_RANK.get(i["severity"], 1)),
         "more_incidents": len(unresolved) > OVERVIEW_INCIDENTS,
         "queued_runs": await run_queue.waiting(db, OVERVIEW_INCIDENTS),  # issue #13: alerts waiting for a cycle
         "chain": chain,
         "chain_cost": sum(s["cost_usd"] or 0 for s in chain),
-        "checks": await findings.latest_checks(db),
         "alerts": [render_event_row(e) for e in await findings.recent_alerts(db, 20)],
-        "cooldowns": await _cooldowns(request),
+        "cooldowns": await cooldowns_ctx(request),
         "running": await dashboard.running_sessions(db, 20),
-        "attention": await dashboard.attention_sessions(db, 5),
         # issue #13: the Notifications panel (templates/overview.html, after the Scheduler)
         "notify": sup.notifier.status(),
         "notifications": await notification_store.recent(db, OVERVIEW_NOTIFICATIONS),
@@ -149,7 +159,7 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "interval": int(st.supervisor.cycle_interval()),
         "probe_only": st.settings.checks is not None,  # issue #12: without the CLI, tier 0 still runs
         "max_tier": st.settings.max_tier,
-        "cli_error": _cli_problem(request),
+        "cli_error": cli_error,
         "run_error": None,
         "form": {"tier": str(st.settings.first_tier), "prompt": "", "dry_run": st.settings.dry_run},
         # issue #13: what the language-model tiers cost today against TIEROPS_DAILY_BUDGET_USD
@@ -160,7 +170,7 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
 
 
 async def overview(request: Request) -> Response:
-    return page(request, "overview.html", await _overview_ctx(request))
+    return page(request, "overview.html", _page_notice(request, await _overview_ctx(request)))
 
 
 async def run_now(request: Request) -> Response:
@@ -194,10 +204,10 @@ async def run_now(request: Request) -> Response:
             error, status = f"The cycle could not start: {type(exc).__name__}: {exc}", 500
         else:
             if started.session_pk is not None:
-                return _redirect(f"/sessions/{started.session_pk}")
+                return see_other(f"/sessions/{started.session_pk}")
             if started.task.done():
-                return _redirect("/sessions?notice=run_finished")
-            return _redirect("/?notice=run_started")
+                return see_other("/sessions?notice=run_finished")
+            return see_other("/?notice=run_started")
     ctx = await _overview_ctx(request)
     ctx.update(run_error=error, form={"tier": tier_text, "prompt": prompt, "dry_run": dry_run})
     return page(request, "overview.html", ctx, status)
@@ -210,14 +220,20 @@ async def sessions_page(request: Request) -> Response:
     pg = int_param(request, "page", 1, minimum=1, maximum=100_000)
     status = choice_param(request, "status", values(SessionStatus))
     tier = int_param(request, "tier", None, minimum=MIN_TIER, maximum=MAX_TIER)
+    # issue #14: ?attention=open lists what needs a human and is not acknowledged (the overview's link)
+    attention = choice_param(request, "attention", ("open",))
     rows = await session_store.list_sessions(st.db, status=status, tier=tier, limit=SESSIONS_PER_PAGE + 1,
-                                             offset=(pg - 1) * SESSIONS_PER_PAGE)
-    return page(request, "sessions.html", {
+                                             offset=(pg - 1) * SESSIONS_PER_PAGE, attention_open=attention == "open")
+    ctx = {
         "sessions": rows[:SESSIONS_PER_PAGE], "page": pg, "status": status, "tier": tier,
-        "statuses": values(SessionStatus),
-        "prev_url": _query(page=pg - 1, status=status, tier=tier) if pg > 1 else None,
-        "next_url": _query(page=pg + 1, status=status, tier=tier) if len(rows) > SESSIONS_PER_PAGE else None,
-    })
+        "statuses": values(SessionStatus), "attention_filter": attention,
+        "prev_url": page_query(page=pg - 1, status=status, tier=tier, attention=attention) if pg > 1 else None,
+        "next_url": page_query(page=pg + 1, status=status, tier=tier, attention=attention)
+        if len(rows) > SESSIONS_PER_PAGE else None,
+    }
+    if attention == "open":
+        ctx["notice"] = "Showing sessions that need attention and are not acknowledged (newest first)."
+    return page(request, "sessions.html", ctx)
 
 
 def _decode_json(value: Any) -> Any:
@@ -237,7 +253,7 @@ async def session_page(request: Request) -> Response:
     before = int_param(request, "before", None, minimum=1)
     s = await session_store.get_session(st.db, pk)
     if s is None:
-        raise _not_found("session", pk)
+        raise not_found("session", pk)
     newest_first = await transcript_page(st.db, pk, before=before, limit=TRANSCRIPT_ROWS + 1,
                                          raw_limit=PAGE_RAW_LIMIT)
     more = len(newest_first) > TRANSCRIPT_ROWS
@@ -246,20 +262,33 @@ async def session_page(request: Request) -> Response:
     chain = await chains.chain_links(st.db, s["chain_id"]) if s["chain_id"] is not None else []
     invalid = s["invalid_output"]
     attempt_rows = await attempts.list_attempts(st.db, pk, with_output=True)
-    return page(request, "session.html", {
+    checks = await findings.session_checks(st.db, pk)
+    incidents = await incident_store.session_incidents(st.db, pk)
+    event_rows = await findings.list_events(st.db, session=pk, limit=200)
+    cooldown_rows = await findings.session_cooldowns(st.db, pk)
+    approvals = await approval_store.list_approvals(st.db, session_pk=pk)
+    # issue #14: the verdict first, and badges on the lines that produced the findings
+    badges = await verdict.transcript_badges(st.db, s, attempt_rows, event_rows, cooldown_rows)
+    # issue #14: Stop reaches a session another process runs too, when its CLI can be verified
+    stop_note = await refusal(st.supervisor, pk) if running else None
+    return page(request, "session.html", _page_notice(request, {
         "s": s,
-        "transcript": [render_activity(r) for r in rows],
+        "verdict": verdict.verdict(s, checks=checks, events=event_rows, incidents=incidents, approvals=approvals,
+                                   runs=await provenance.run_totals(st.db, pk),
+                                   event_counts=await provenance.event_counts(st.db, pk)),
+        "transcript": [render_activity(r, badges.get(r["seq"])) for r in rows],
         "more_before": rows[0]["seq"] if more and rows else None,
         "viewing_earlier": before is not None,
         "last_seq": rows[-1]["seq"] if rows and before is None else 0,
         "live": running and before is None,
         "running": running,
-        "stoppable": running and pk in st.supervisor.handles,
+        "stoppable": running and stop_note is None,
+        "stop_note": stop_note,
         "attempts": attempt_rows,
         "failure": failure_of(s, attempt_rows),
-        "checks": await findings.session_checks(st.db, pk),
-        "incidents": await incident_store.session_incidents(st.db, pk),
-        "events": [render_event_row(e) for e in await findings.list_events(st.db, session=pk, limit=200)],
+        "checks": checks,
+        "incidents": incidents,
+        "events": [render_event_row(e) for e in event_rows],
         "chain": chain if len(chain) > 1 else [],
         "structured": render_json(s["structured_output"], session_pk=pk) if s["structured_output"] is not None
         else None,
@@ -269,18 +298,38 @@ async def session_page(request: Request) -> Response:
         "result_errors": _list_or_empty(s["result_errors"]),
         "notes": _list_or_empty(s["notes"]),
         # issue #13: the approvals this session's escalation asked for (pending ones with the form)
-        "approvals": await approval_store.list_approvals(st.db, session_pk=pk),
+        "approvals": approvals,
         "approval_back": "session", "note_max": incident_store.NOTE_MAX,
-    })
+    }))
+
+
+async def attention_ack(request: Request) -> Response:
+    """Issue #14: acknowledge a session's needs-attention flag from the overview or its page (303
+    back to where the form was: ``back`` = overview or session)."""
+    pk = path_int(request)
+    form = await read_form(request)
+    try:
+        await session_store.acknowledge_attention(state(request).db, pk, actor_for(request, None))
+    except LookupError:
+        raise not_found("session", pk) from None
+    except AttentionStateError as exc:
+        raise ApiError(409, "conflict", f"Nothing to acknowledge: {exc}.") from None
+    if form.get("back") == "overview":
+        return see_other("/?notice=attention_acked#needs-attention")
+    return see_other(f"/sessions/{pk}?notice=attention_acked")
 
 
 async def stop_session(request: Request) -> Response:
+    """Stop, wherever the session runs (issue #14, ``remote_stop``); a refusal (not running, its
+    process cannot be verified) is the error page saying why."""
     st = state(request)
     pk = path_int(request)
-    if await session_store.session_status(st.db, pk) is None:
-        raise _not_found("session", pk)
-    stopped = st.supervisor.stop_session(pk)
-    return _redirect(f"/sessions/{pk}?notice={'stop_sent' if stopped else 'stop_unknown'}")
+    try:
+        await stop_anywhere(st.supervisor, pk, f"{actor_for(request, None)}, server pid {os.getpid()}")
+    except StopRefused as exc:
+        raise (not_found("session", pk) if exc.status == 404 else ApiError(exc.status, "not_running", exc.message)) \
+            from None
+    return see_other(f"/sessions/{pk}?notice=stop_sent")
 
 
 # -- events ------------------------------------------------------------------------------------
@@ -289,7 +338,7 @@ async def events_page(request: Request) -> Response:
     st = state(request)
     pg = int_param(request, "page", 1, minimum=1, maximum=100_000)
     level = choice_param(request, "level", values(Level))
-    service = _filter_text(request, "service")
+    service = filter_text(request, "service")
     session = int_param(request, "session", None, minimum=1)
     rows = await findings.list_events(st.db, level=level, service=service, session=session,
                                       limit=EVENTS_PER_PAGE + 1, offset=(pg - 1) * EVENTS_PER_PAGE)
@@ -301,141 +350,12 @@ async def events_page(request: Request) -> Response:
         "level": level, "service": service, "session": session, "levels": values(Level),
         "services": await findings.event_services(st.db),
         "page": pg, "live": pg == 1 and not filtered, "last_event_id": rows[0]["id"] if rows else 0,
-        "prev_url": _query(page=pg - 1, level=level, service=service, session=session) if pg > 1 else None,
-        "next_url": _query(page=pg + 1, level=level, service=service, session=session) if has_next else None,
+        "prev_url": page_query(page=pg - 1, level=level, service=service, session=session) if pg > 1 else None,
+        "next_url": page_query(page=pg + 1, level=level, service=service, session=session) if has_next else None,
     })
 
 
 # -- memories ----------------------------------------------------------------------------------
-
-async def _memories_ctx(request: Request) -> dict[str, Any]:
-    """The memories page. Issue #11: showing it sweeps the memories' decay first (those below
-    TIEROPS_MEMORY_FLOOR are marked stale), and each row shows its decayed confidence, whether it
-    is stale, and the contradiction links (replaced by / replaces)."""
-    st = state(request)
-    pg = int_param(request, "page", 1, minimum=1, maximum=100_000)
-    service = _filter_text(request, "service")
-    category = _filter_text(request, "category")
-    active_param = choice_param(request, "active", ("1", "0"))
-    active = None if active_param is None else active_param == "1"
-    stale_param = choice_param(request, "stale", ("1", "0"))
-    lifecycle = memory_store.MemoryLifecycle.from_settings(st.settings)
-    now = utcnow()
-    await memory_store.sweep_stale(st.db, lifecycle, now=now)
-    rows = await memory_store.list_memories(st.db, service=service, category=category, active=active,
-                                            stale=None if stale_param is None else stale_param == "1",
-                                            limit=MEMORIES_PER_PAGE + 1, offset=(pg - 1) * MEMORIES_PER_PAGE)
-    shown = rows[:MEMORIES_PER_PAGE]
-    replaces: dict[int, list[int]] = {}
-    for m in shown:
-        if m["replaced_by"] is not None:
-            replaces.setdefault(m["replaced_by"], []).append(m["id"])
-    filters = {"service": service, "category": category, "active": active_param, "stale": stale_param}
-    return {
-        "memories": shown, "service": service, "category": category, "active": active_param,
-        "stale": stale_param, "effective": memory_store.effective_confidences(shown, lifecycle, now),
-        "replaces": replaces, "lifecycle": lifecycle,
-        "services": await memory_store.memory_services(st.db),
-        "categories": await memory_store.memory_categories(st.db), "page": pg,
-        "prev_url": _query(page=pg - 1, **filters) if pg > 1 else None,
-        "next_url": _query(page=pg + 1, **filters) if len(rows) > MEMORIES_PER_PAGE else None,
-        "error": None, "error_id": None,
-        "form": {"service": "", "category": "", "value": "", "confidence": str(MEMORY_DEFAULT_CONFIDENCE)},
-    }
-
-
-async def memories_page(request: Request) -> Response:
-    return page(request, "memories.html", await _memories_ctx(request))
-
-
-def _confidence(text: str) -> float | None:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
-
-
-def _too_long(**fields: tuple[str, int]) -> str | None:
-    """The first field longer than its limit, as a message (the API's limits, app/web/limits.py)."""
-    for name, (text, limit) in fields.items():
-        if len(text) > limit:
-            return f"The {name} is too long ({len(text):,} characters; at most {limit:,})."
-    return None
-
-
-async def _memory_error(request: Request, message: str, status: int, *, form: dict[str, Any] | None = None,
-                        error_id: int | None = None) -> Response:
-    ctx = await _memories_ctx(request)
-    ctx.update(error=message, error_id=error_id)
-    if form is not None:
-        ctx["form"] = form
-    return page(request, "memories.html", ctx, status)
-
-
-async def memory_create(request: Request) -> Response:
-    form = await read_form(request)
-    service = form.get("service", "").strip()
-    category = form.get("category", "").strip()
-    value = form.get("value", "").strip()
-    conf_text = form.get("confidence", "").strip() or str(MEMORY_DEFAULT_CONFIDENCE)
-    kept = {"service": service, "category": category, "value": value, "confidence": conf_text}
-    confidence = _confidence(conf_text)
-    if not category or not value:
-        return await _memory_error(request, "Category and value must not be empty.", 422, form=kept)
-    if too_long := _too_long(service=(service, MEMORY_SERVICE_MAX), category=(category, MEMORY_CATEGORY_MAX),
-                             value=(value, MEMORY_VALUE_MAX)):
-        return await _memory_error(request, too_long, 422, form=kept)
-    if confidence is None:
-        return await _memory_error(request, "Confidence must be a number from 0 to 1.", 422, form=kept)
-    try:
-        await memory_store.create_memory(state(request).db, category=category, value=value, service=service or None,
-                                         confidence=confidence)
-    except MemoryConflict as exc:
-        return await _memory_error(request, str(exc), 409, form=kept)
-    return _redirect("/memories?notice=memory_created")
-
-
-async def memory_edit(request: Request) -> Response:
-    pk = path_int(request)
-    form = await read_form(request)
-    value = form.get("value", "").strip()
-    confidence = _confidence(form.get("confidence", ""))
-    if not value:
-        return await _memory_error(request, f"Memory {pk}: the value must not be empty.", 422, error_id=pk)
-    if too_long := _too_long(value=(value, MEMORY_VALUE_MAX)):
-        return await _memory_error(request, f"Memory {pk}: {too_long}", 422, error_id=pk)
-    if confidence is None:
-        return await _memory_error(request, f"Memory {pk}: confidence must be a number from 0 to 1.", 422,
-                                   error_id=pk)
-    try:
-        row = await memory_store.update_memory(state(request).db, pk, {"value": value, "confidence": confidence,
-                                                                       "active": "active" in form})
-    except MemoryConflict as exc:
-        return await _memory_error(request, f"Memory {pk}: {exc}", 409, error_id=pk)
-    if row is None:
-        raise _not_found("memory", pk)
-    return _redirect("/memories?notice=memory_saved")
-
-
-async def memory_toggle(request: Request) -> Response:
-    pk = path_int(request)
-    db = state(request).db
-    memory = await memory_store.get_memory(db, pk, fresh=True)
-    if memory is None:
-        raise _not_found("memory", pk)
-    try:
-        await memory_store.update_memory(db, pk, {"active": not memory["active"]})
-    except MemoryConflict as exc:  # not expected for a flag, but never a 500
-        return await _memory_error(request, f"Memory {pk}: {exc}", 409, error_id=pk)
-    return _redirect("/memories?notice=memory_toggled")
-
-
-async def memory_delete(request: Request) -> Response:
-    pk = path_int(request)
-    if not await memory_store.delete_memory(state(request).db, pk):
-        raise _not_found("memory", pk)
-    return _redirect("/memories?notice=memory_deleted")
 
 
 routes = [
@@ -444,10 +364,6 @@ routes = [
     Route("/sessions", sessions_page, methods=["GET"]),
     Route("/sessions/{id}", session_page, methods=["GET"]),
     Route("/sessions/{id}/stop", stop_session, methods=["POST"]),
+    Route("/sessions/{id}/attention/ack", attention_ack, methods=["POST"]),
     Route("/events", events_page, methods=["GET"]),
-    Route("/memories", memories_page, methods=["GET"]),
-    Route("/memories", memory_create, methods=["POST"]),
-    Route("/memories/{id}", memory_edit, methods=["POST"]),
-    Route("/memories/{id}/toggle", memory_toggle, methods=["POST"]),
-    Route("/memories/{id}/delete", memory_delete, methods=["POST"]),
 ]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +43,7 @@ from app.stream.parser import (
     parse_line,
 )
 from app.vocab import Level
+from app.web.formats import fmt_cost, time_tag
 
 log = logging.getLogger(__name__)
 
@@ -80,46 +80,6 @@ def _make_markdown() -> MarkdownIt:
 
 
 _MD = _make_markdown()
-
-
-# -- values ----------------------------------------------------------------------------------
-# One formatter per kind of value, for the fragments here and (as Jinja filters registered by
-# app/web/templating.py) for the pages: a cost reads the same in a result line and a table.
-
-def _number(value: Any) -> bool:
-    """A finite number (NaN and infinities are not figures)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def fmt_cost(value: Any) -> str:
-    if _number(value):
-        return f"${value:.4f}" if value < 1 else f"${value:.2f}"
-    return "—"
-
-
-def fmt_duration(ms: Any) -> str:
-    if not _number(ms):
-        return "—"
-    s = ms / 1000
-    if s < 60:
-        return f"{s:.1f} s"
-    m, s = divmod(int(s), 60)
-    if m < 60:
-        return f"{m} min {s:02d} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
-
-
-def fmt_time(value: Any) -> str:
-    if not value:
-        return "—"
-    return str(value)[:19].replace("T", " ")
-
-
-def fmt_int(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "—"
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -318,6 +278,11 @@ def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
         items = Markup("").join(Markup("<li>{}</li>").format(_cap(e, 2_000)[0]) for e in line.errors[:50])
         parts.append(Markup('<ul class="errors">{}</ul>').format(items))
     text = line.result_text
+    if text and line.has_structured_output and _same_json(text, line.data.get("structured_output")):
+        # issue #14: the CLI's result text is the structured output again; not shown twice
+        parts.append(Markup('<p class="muted small result-is-output">Result text: the structured output, '
+                            'as JSON (not repeated here).</p>'))
+        text = ""
     if text:
         open_attr = Markup(" open") if is_error else Markup("")
         parts.append(Markup('<details class="result-text"{}><summary>Result text</summary>{}</details>').format(
@@ -326,6 +291,16 @@ def _result(line: ResultLine, pk: Any) -> tuple[str, Markup]:
         parts.append(Markup('<details><summary>Permission denials</summary>{}</details>').format(
             render_json(line.permission_denials, session_pk=pk)))
     return "result" + (" error" if is_error else ""), Markup("").join(parts)
+
+
+def _same_json(text: str, value: Any) -> bool:
+    """True when ``text`` is JSON for ``value`` (the CLI's result text repeating the output)."""
+    if len(text) > RAW_RENDER_LIMIT:
+        return False
+    try:
+        return bool(json.loads(text) == value)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _system(line: SystemLine, pk: Any) -> tuple[str, Markup]:
@@ -383,11 +358,33 @@ def _label(row: Mapping[str, Any]) -> str:
     return f"{kind}/{sub}" if sub else kind
 
 
-def render_activity(row: Mapping[str, Any]) -> Markup:
+_FINDING_WORDS = (("events", "event", "events"), ("memories", "memory", "memories"),
+                  ("cooldowns", "cooldown", "cooldowns"))
+
+
+def finding_badges(badges: Mapping[str, Any] | None) -> Markup:
+    """Issue #14: "2 events", "1 memory", "cooldown" badges for a line that produced findings
+    (counts from :func:`app.web.verdict.transcript_badges`); nothing for None or all zeros."""
+    if not badges:
+        return Markup("")
+    parts = []
+    for key, one, many in _FINDING_WORDS:
+        n = badges.get(key) or 0
+        if n > 0:
+            text = one if key == "cooldowns" and n == 1 else f"{n} {one if n == 1 else many}"
+            parts.append(Markup(' <a class="badge finding finding-{key}" href="#verdict" data-finding="{key}" '
+                                'data-count="{n}" title="this line produced {n} {word} (routed)">{text}</a>').format(
+                key=key, n=n, word=one if n == 1 else many, text=text))
+    return Markup("").join(parts)
+
+
+def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = None) -> Markup:
     """One activity row (``session_pk, seq, attempt, ts, type, subtype, display, raw``) as HTML.
 
     ``raw`` may be None (the page leaves out lines over :data:`PAGE_RAW_LIMIT`): the stored
-    one-line ``display`` is shown instead, with a pointer to the full line.
+    one-line ``display`` is shown instead, with a pointer to the full line. ``badges`` (issue
+    #14, the session page only; the live stream sends lines before anything is routed): the
+    findings this line produced.
     """
     seq = row.get("seq")
     seq = seq if isinstance(seq, int) else 0
@@ -415,10 +412,10 @@ def render_activity(row: Mapping[str, Any]) -> Markup:
     html = Markup(
         '<div class="act {cls}" id="act-{seq}" data-seq="{seq}" data-attempt="{attempt}">'
         '<div class="act-meta"><a class="seq" href="#act-{seq}">#{seq}</a> '
-        '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}</div>'
+        '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}{found}</div>'
         '<div class="act-body">{body}</div></div>'
     ).format(cls=cls, seq=seq, attempt=attempt, ts=ts, short_ts=ts[11:19] if len(ts) >= 19 else ts,
-             label=_label(row), badge=attempt_badge, body=body)
+             label=_label(row), badge=attempt_badge, found=finding_badges(badges), body=body)
     return Markup(clean_text(html))  # noqa: S704 (already escaped above; only lone surrogates replaced)
 
 
@@ -443,10 +440,10 @@ def render_event_row(event: Mapping[str, Any]) -> Markup:
     more = Markup(" …") if left else Markup("")
     return Markup(
         '<tr id="event-{eid}" data-id="{eid}" class="level-{level}">'
-        '<td class="nowrap"><time datetime="{created}" title="{created}">{short}</time></td>'
+        '<td class="nowrap">{created}</td>'
         '<td><span class="level level-{level}">{level}</span>{was}</td>'
         '<td>{service}</td><td class="message">{message}{more}</td><td class="nowrap">{session}</td>'
         '<td class="muted small">{source}</td></tr>'
-    ).format(eid=eid, level=level, created=created, short=created[:19].replace("T", " "), was=was,
+    ).format(eid=eid, level=level, created=time_tag(created), was=was,
              service=event.get("service") or "—", message=message, more=more, session=session,
              source=event.get("source") or "")

@@ -13,6 +13,11 @@ Guarantees, and how:
 * **Framing cannot break.** Event data is one line of JSON (newlines inside agent output are
   escaped by ``json.dumps``), so a tool result containing ``event:`` or blank lines stays data.
 * The stream ends (``event: end``) when the session is no longer running.
+* **Whoever runs the session** (issue #14): a session another process runs on the same database
+  reaches the hub through ``supervisor/follow.py``, which polls for its new lines while someone
+  watches; when it starts following a session it sends ``CATCH_UP``, on which this stream replays
+  from the database after the last line it sent (silently: no ``resync`` event), so nothing
+  committed between this stream's replay and the follower's start is missed.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from app.store.activity import lines_after
 from app.store.findings import events_after, last_event_id
 from app.store.rows import ActivityRow
 from app.store.sessions import session_status
+from app.supervisor.follow import CATCH_UP
 from app.supervisor.hub import ACTIVITY, RESYNC_KIND, SESSION_FINISHED
 from app.vocab import SessionStatus
 from app.web.common import SQLITE_MAX_INT, ApiError, path_int, state
@@ -113,8 +119,9 @@ async def session_stream(request: Request) -> EventSourceResponse:
                         if item.row["seq"] > last:
                             frames.append(item.sse or _activity_event(item.row))
                             last = item.row["seq"]
-                    elif item.kind == RESYNC_KIND:
-                        frames.append(ServerSentEvent(data=json.dumps({"after": last}), event="resync").encode())
+                    elif item.kind in (RESYNC_KIND, CATCH_UP):
+                        if item.kind == RESYNC_KIND:  # CATCH_UP is silent: the follower began (issue #14)
+                            frames.append(ServerSentEvent(data=json.dumps({"after": last}), event="resync").encode())
                         if frames:
                             yield b"".join(frames)
                             frames = []

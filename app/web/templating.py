@@ -15,15 +15,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from app.units import every, human_interval, span
 from app.vocab import TIERS
 from app.web import limits
-from app.web.render import fmt_cost, fmt_duration, fmt_int, fmt_time, render_json
+from app.web.formats import fmt_cost, fmt_duration, fmt_int, fmt_utc, time_tag
+from app.web.render import render_json
 
 log = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))  # autoescape on for .html
-templates.env.filters.update(cost=fmt_cost, duration=fmt_duration, when=fmt_time, num=fmt_int, as_json=render_json)
+# Issue #14: ``when`` is a <time> element (app.js makes it relative, in the viewer's zone); ``utc``
+# is the same instant as plain text, for attributes; ``every``/``interval`` say periods in words.
+templates.env.filters.update(cost=fmt_cost, duration=fmt_duration, when=time_tag, utc=fmt_utc, num=fmt_int,
+                             as_json=render_json, every=every, interval=human_interval, span=span)
 templates.env.globals.update(limits=limits, tiers=TIERS)
 
 # Fixed notices for ?notice= after a redirect: never echo query text into a page.

@@ -102,7 +102,9 @@ async def test_cycle_held_by_another_process_is_refused_at_once(db, make_setting
         assert message.startswith(f"a cycle is already running (pid {holder.pid}, schedule cycle from tier 1 "
                                   "(another process), started 20")
         assert message.endswith("); try again when it has finished")
-        assert not sup.busy and fake.invocations() == []
+        # issue #14: "Cycle running" is true while another process holds the lock, and names it
+        assert sup.busy and fake.invocations() == []
+        assert (sup.cycle_holder or "").startswith(f"pid {holder.pid}, schedule cycle from tier 1 (another process)")
         # a scheduled cycle is skipped, not stacked, and the schedule goes on
         await sup.run_forever(cycles=1)
         assert fake.invocations() == [] and await db.fetchval("SELECT count(*) FROM sessions") == 0

@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from playwright.sync_api import Browser, sync_playwright
 from starlette.applications import Starlette
 
 from app.config import Settings
@@ -95,7 +96,7 @@ class LiveServer(_Served):
         self._thread.join(timeout=30)
 
 
-def _app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
+def build_app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
          overrides: dict[str, Any]) -> tuple[Starlette, Settings, FakeClaude]:
     fake = make_fake_claude(tmp_path / f"bin{n}", stages or [{"lines": []}])
     settings = Settings(db=tmp_path / "web.db", home=tmp_path / "state", claude_bin=str(fake.path),
@@ -103,45 +104,60 @@ def _app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
     return create_app(settings, token=token), settings, fake
 
 
+def serve(app: Starlette, settings: Settings, fake: FakeClaude, token: str | None) -> LiveServer:
+    """``app`` on a real uvicorn at 127.0.0.1 (a free port) in a background thread; ``.stop()`` it."""
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    loop_box: dict[str, asyncio.AbstractEventLoop] = {}
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        loop_box["loop"] = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.serve())
+        finally:
+            # sse-starlette leaves a shutdown watcher task behind when uvicorn runs in a thread
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+    thread = threading.Thread(target=run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return LiveServer(f"http://127.0.0.1:{port}", settings, fake, token, server, thread, loop_box["loop"])
+
+
 @pytest.fixture
 def live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     servers: list[LiveServer] = []
 
     def start(token: str | None = None, stages: list[dict] | None = None, **overrides: Any) -> LiveServer:
-        app, settings, fake = _app(tmp_path, len(servers), token, stages, overrides)
-        port = _free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        loop_box: dict[str, asyncio.AbstractEventLoop] = {}
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            loop_box["loop"] = loop
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(server.serve())
-            finally:
-                # sse-starlette leaves a shutdown watcher task behind when uvicorn runs in a thread
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.close()
-
-        thread = threading.Thread(target=run, name=f"uvicorn-{port}", daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        live = LiveServer(f"http://127.0.0.1:{port}", settings, fake, token, server, thread, loop_box["loop"])
+        live = serve(*build_app(tmp_path, len(servers), token, stages, overrides), token)
         servers.append(live)
         return live
 
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium through Playwright, one per test module (never Playwright's download)."""
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
 
 
 # --- in process ------------------------------------------------------------------------------
@@ -192,7 +208,7 @@ def app_server(tmp_path: Path) -> Iterator[Callable[..., AppServer]]:
     servers: list[AppServer] = []
 
     def start(token: str | None = None, stages: list[dict] | None = None, **overrides: Any) -> AppServer:
-        app, settings, fake = _app(tmp_path, len(servers), token, stages, overrides)
+        app, settings, fake = build_app(tmp_path, len(servers), token, stages, overrides)
         loop = asyncio.new_event_loop()
         stop = asyncio.Event()
         started: Future = Future()

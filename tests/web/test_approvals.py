@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from app.store import approvals as approval_store
 from app.store import sessions as session_store
 from app.store.db import Database
 from tests.fakes.claude_control import new_session_id, structured_stream
 from tests.helpers import escalating, healthy
-from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.web.test_api import hang_stage
 
 pytestmark = pytest.mark.timeout(90)
@@ -246,16 +244,6 @@ def test_approve_form_and_its_refusals(app_server):
 
 
 # --- a real browser -----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
 
 def test_approve_in_a_browser(live_server, browser: Browser):
     srv = live_server(stages=stages())

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.fakes.claude_control import (
@@ -39,7 +39,7 @@ from tests.fakes.claude_control import (
     tool_result,
 )
 from tests.helpers import healthy
-from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, LiveServer
+from tests.web.conftest import LiveServer
 
 SCREENSHOT = "/tmp/tierops-live-session.png"
 
@@ -69,16 +69,6 @@ HOSTILE = ('Look: <script>window.__pwned=1</script> then <img src=x onerror="win
 
 
 # -- fixtures ------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
 
 class Tab:
     """A page in a fresh context that records dialogs and uncaught page errors (both fail the test)."""

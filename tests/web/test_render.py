@@ -348,7 +348,7 @@ def test_a_line_json_cannot_decode_shows_its_note():
 
 
 def test_formatters_refuse_non_finite_numbers():
-    from app.web.render import fmt_cost, fmt_duration, fmt_int
+    from app.web.formats import fmt_cost, fmt_duration, fmt_int
 
     assert [fmt_cost(x) for x in (float("nan"), float("inf"), True, 0.5, 3)] == ["—", "—", "—", "$0.5000", "$3.00"]
     assert [fmt_duration(x) for x in (float("inf"), float("nan"), 1500)] == ["—", "—", "1.5 s"]

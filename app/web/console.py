@@ -1,0 +1,156 @@
+"""The overview's answer first (issue #14): one headline that says whether everything is OK.
+
+Why a module of its own: "is everything OK?" has one answer, decided in one place, worst first:
+
+1. **Monitor unhealthy** — the monitor itself cannot be trusted, so no other answer can: the
+   database cannot be written (the same write probe as ``/healthz``), the schedule is stale or
+   the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed (``Supervisor.health``, as ``/healthz``),
+   the claude CLI is missing while language-model tiers are configured, or the daily budget is
+   spent (``chain.daily_budget_spent``: tiers 1 to 3 will not start).
+2. **N open incidents** — unresolved incidents (open or acknowledged), the worst named.
+3. **All clear**.
+
+Each state has a colour *and* a word and a symbol (colour-blind safe), a stable ``#headline`` id
+and ``data-state`` for tests, and the time of the last and the next cycle. The last cycle is read
+from the database (the newest chain), so cycles run by ``tierops run`` or ``tierops supervise``
+on the same state directory count too; the supervisor's own record wins when newer (a cycle that
+failed before its first session has no row).
+
+This module also shapes the service grid's cells for the template (symbol, word, link).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, TypedDict
+
+from app.clock import parse_stamp
+from app.store import dashboard
+from app.store.dashboard import GridCell, ServiceGrid
+from app.store.rows import ChainLink
+from app.supervisor.chain import daily_budget_spent
+from app.supervisor.scheduler import cycle_status
+from app.vocab import FIRST_MODEL_TIER
+from app.web.common import WebState
+
+log = logging.getLogger(__name__)
+
+STATE_SYMBOL = {"unhealthy": "✕", "incidents": "!", "clear": "✓"}
+# Service grid cells: a symbol and a word beside the colour (issue #14: colour-blind safe).
+CELL_SYMBOL = {"ok": "✓", "degraded": "!", "down": "✕", "unknown": "?"}
+CELL_WORD = {"ok": "healthy", "degraded": "degraded", "down": "down", "unknown": "unknown status"}
+
+
+class Headline(TypedDict):
+    state: str  # unhealthy | incidents | clear
+    symbol: str
+    title: str
+    problems: list[str]
+    incidents: dashboard.IncidentTally
+    last_cycle_at: str | None
+    last_cycle_status: str | None
+    last_cycle_session: int | None
+    next_cycle: str  # a time, or words ("not scheduled", "after the running cycle")
+    next_cycle_at: str | None
+
+
+async def problems(st: WebState, cli_error: str | None) -> list[str]:
+    """Why the monitor is unhealthy now (empty: it is not)."""
+    found: list[str] = []
+    try:
+        storage = await dashboard.write_problem(st.db)
+    except Exception as exc:  # reporting is the point: never a 500 for it
+        storage = f"{type(exc).__name__}: {exc}"
+    if storage:
+        found.append(f"the database cannot be written: {storage}")
+    found.extend(st.supervisor.health(scheduled=st.settings.schedule)["problems"])
+    models = st.settings.max_tier >= FIRST_MODEL_TIER
+    if cli_error and models:
+        tail = " (tier 0 still runs the checks)" if st.settings.checks is not None else ""
+        found.append(f"the claude CLI is missing: {cli_error}; tiers {FIRST_MODEL_TIER} to "
+                     f"{st.settings.max_tier} cannot run{tail}")
+    if models:
+        try:
+            spent = await daily_budget_spent(st.db, st.settings, FIRST_MODEL_TIER)
+        except Exception as exc:  # a read that fails is a storage problem, reported as such
+            spent = f"the daily budget could not be read: {type(exc).__name__}: {exc}"
+        if spent:
+            found.append(spent)
+    return found
+
+
+def _newer(a: str | None, b: str | None) -> bool:
+    """True when stamp ``a`` is later than ``b`` (unreadable stamps lose)."""
+    if not a:
+        return False
+    if not b:
+        return True
+    try:
+        return parse_stamp(a) > parse_stamp(b)
+    except ValueError:
+        return False
+
+
+async def headline(st: WebState, chain: list[ChainLink], cli_error: str | None) -> Headline:
+    sup = st.supervisor
+    found = await problems(st, cli_error)
+    tally = await dashboard.incident_tally(st.db)
+    last_at: str | None = None
+    last_status: str | None = None
+    last_session: int | None = None
+    if chain:
+        last_at = chain[-1]["ended_at"] or chain[0]["started_at"]
+        last_status = cycle_status(chain) if chain[-1]["ended_at"] else "running"
+        last_session = chain[0]["id"]
+    if _newer(sup.last_cycle_at, last_at):  # this process finished a cycle after the newest chain's row
+        last_at, last_status = sup.last_cycle_at, sup.last_cycle_status
+        if last_status == "error":  # it raised, maybe before its first session: no row to link
+            last_session = None
+    next_at = sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None
+    if not st.settings.schedule:
+        next_words = "not scheduled (TIEROPS_SCHEDULE is off: Run Now only)"
+        next_at = None
+    elif next_at:
+        next_words = next_at
+    elif sup.busy:
+        next_words = "after the running cycle"
+    else:
+        next_words = "starting"
+    if found:
+        state = "unhealthy"
+        title = "Monitor unhealthy"
+    elif tally["unresolved"]:
+        state = "incidents"
+        n = tally["unresolved"]
+        title = f"{n} open incident{'s' if n != 1 else ''}"
+    else:
+        state, title = "clear", "All clear"
+    return {"state": state, "symbol": STATE_SYMBOL[state], "title": title, "problems": found, "incidents": tally,
+            "last_cycle_at": last_at, "last_cycle_status": last_status, "last_cycle_session": last_session,
+            "next_cycle": next_words, "next_cycle_at": next_at}
+
+
+def grid_view(grid: ServiceGrid) -> dict[str, Any]:
+    """The grid with each cell's symbol, word and a label for its ``title``/``aria-label``."""
+
+    def cell(c: GridCell | None, service: str, started: str) -> dict[str, Any]:
+        if c is None:
+            return {"state": "none", "symbol": "·", "label": f"{service}: not checked in the cycle of {started} UTC",
+                    "link": None}
+        word = CELL_WORD[c["state"]]
+        detail = f" — {c['detail']}" if c["detail"] else ""
+        checks = f" ({c['checks']} checks)" if c["checks"] > 1 else ""
+        return {"state": c["state"], "symbol": CELL_SYMBOL[c["state"]], "word": word,
+                "label": f"{service}: {word} ({c['status']}){checks} at {c['at'][:19].replace('T', ' ')} UTC, "
+                         f"session #{c['session_pk']}{detail}"[:300],
+                "link": f"/sessions/{c['session_pk']}"}
+
+    starts = [c["started_at"][:19].replace("T", " ") for c in grid["cycles"]]
+    rows = []
+    for s in grid["services"]:
+        current = s["current"]
+        rows.append({"service": s["service"], "state": current["state"], "symbol": CELL_SYMBOL[current["state"]],
+                     "word": CELL_WORD[current["state"]], "status": current["status"], "detail": current["detail"],
+                     "at": current["at"], "session_pk": current["session_pk"],
+                     "cells": [cell(c, s["service"], starts[i]) for i, c in enumerate(s["cells"])]})
+    return {"cycles": len(grid["cycles"]), "rows": rows}
