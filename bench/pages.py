@@ -52,7 +52,7 @@ from app.supervisor.runner import build_argv  # noqa: E402
 TARGET_MS = 100.0
 # issue #15: the sessions list and session page, and the overview and incidents pages the same
 TARGETED = ("GET /sessions", "GET / (overview)", "GET /incidents")
-BUILD_VERSION = 3  # bump when the generator changes: invalidates cached files
+BUILD_VERSION = 5  # bump when the generator changes: invalidates cached files
 FIXTURES = (ROOT / "tests" / "fixtures" / "claude-code" / "2.1.197").resolve()
 PLACEHOLDER_SID = "00000000-0000-4000-8000-00000000beef"
 SERVICES = ["nginx", "postgres", "redis", "api.payments-v2", "web-1-disk", "web-2-disk", "rabbitmq", "cron",
@@ -198,6 +198,68 @@ def _row_counts(rnd: random.Random, sessions: int, rows: int, big: int, big_rows
     return counts
 
 
+class IncidentHistory:
+    """Tier-0-like history for the incidents and overview pages (issue #15 asks them to stay fast):
+    per cycle a probe result for each of :data:`CHECKS`; a check fails now and then, opening an
+    incident that counts occurrences while it fails and resolves when it passes. Some incidents
+    stay unresolved at the end (open or acknowledged), so the overview has some to show."""
+
+    CHECKS = (("http-api", "api"), ("tcp-db", "postgres"), ("dns", "dns"), ("tls-web", "nginx"),
+              ("disk-root", "web-1-disk"), ("http-payments", "api.payments-v2"), ("tcp-redis", "redis"),
+              ("cmd-backup", "backup-job"))
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.rnd = rnd
+        self.open: dict[str, list] = {}  # check name -> its incident row (a list, updated in place)
+        self.incidents: list[list] = []
+        self.timeline: list[tuple] = []
+        self.results: list[tuple] = []
+        self.last: tuple[int, int, str] = (0, 0, "")
+
+    def cycle(self, pk: int, chain_pk: int, at: str, *, failing_now: tuple[str, ...] = ()) -> None:
+        self.last = (pk, chain_pk, at)
+        for name, service in self.CHECKS:
+            failing = name in failing_now or self.rnd.random() < (0.7 if name in self.open else 0.004)
+            status = ("down" if self.rnd.random() < 0.5 else "degraded") if failing else "healthy"
+            detail = f"{name}: {'connection refused' if failing else 'ok'} ({self.rnd.randint(2, 900)} ms)"
+            self.results.append((len(self.results) + 1, pk, name, service, status,
+                                 round(self.rnd.uniform(2, 900), 1), detail, at))
+            result_id = len(self.results)
+            inc = self.open.get(name)
+            if failing and inc is None:
+                inc = [len(self.incidents) + 1, f"check:{name}", service, name, "probe", "open",
+                       "critical" if status == "down" else "warning", detail, detail, at, at, 1, chain_pk, pk, pk,
+                       1, at, 1, 0, None, None, None, None, None, None, None]
+                self.incidents.append(inc)
+                self.open[name] = inc
+                self.timeline.append((inc[0], at, "opened", pk, result_id, None, detail))
+                self.timeline.append((inc[0], at, "escalated", pk, None, None, "tier 1"))
+            elif failing:
+                inc[8], inc[10], inc[11], inc[12], inc[14] = detail, at, inc[11] + 1, chain_pk, pk
+                self.timeline.append((inc[0], at, "seen", pk, result_id, None, detail))
+            elif inc is not None:
+                inc[5], inc[22], inc[23] = "resolved", at, "auto"
+                self.timeline.append((inc[0], at, "resolved", pk, result_id, "auto", detail))
+                del self.open[name]
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        # the last cycle again with five checks failing: the overview and /incidents have open ones
+        self.cycle(*self.last, failing_now=tuple(name for name, _ in self.CHECKS[:5]))
+        for j, inc in enumerate(self.open.values()):  # a few still unresolved, one acknowledged
+            if j % 3 == 1:
+                inc[5], inc[19], inc[20] = "acknowledged", inc[10], "bench"
+        conn.executemany("INSERT INTO probe_results (id, session_pk, check_name, service, status, latency_ms, detail,"
+                         " created_at) VALUES (?,?,?,?,?,?,?,?)", self.results)
+        conn.executemany(
+            "INSERT INTO incidents (id, key, service, check_name, origin, status, severity, title, evidence,"
+            " opened_at, last_seen_at, occurrences, last_chain_id, first_session_pk, last_session_pk, escalations,"
+            " escalated_at, escalated_occurrences, flapping, acknowledged_at, acknowledged_by, silenced_until,"
+            " resolved_at, resolved_by, duration_s, note) VALUES (" + ",".join("?" * 26) + ")",
+            [tuple(i) for i in self.incidents])
+        conn.executemany("INSERT INTO incident_timeline (incident_id, at, kind, session_pk, probe_result_id, actor,"
+                         " detail) VALUES (?,?,?,?,?,?,?)", self.timeline)
+
+
 def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed: int) -> None:
     rnd = random.Random(seed)
     tmp = path.with_name(path.name + ".building")
@@ -224,6 +286,7 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
     conn.execute("BEGIN")
     t0 = datetime(2026, 6, 1, tzinfo=UTC)
     session_rows, activity, events, checks, attempts = [], [], [], [], []
+    incidents = IncidentHistory(rnd)  # issue #14/#15: the incidents and overview pages need some
     pk, chain_pk, tier, parent = 0, 0, 1, None
     clock = t0
     for i in range(sessions):
@@ -273,6 +336,8 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
             json.dumps(out["escalation"]["failed_checks"]), None, "[]", None if ok else "Error: boom\n" * 3,
             hashlib.sha256(sid.encode()).hexdigest(), counts[i], chain_pk, attention, json.dumps(argv), sysprompt,
         ))
+        if tier == 1:
+            incidents.cycle(pk, chain_pk, iso_end)
         attempts.append((pk, 1, "stream", "success" if ok else None, int(not ok), int(ok),
                          json.dumps(out) if ok else None, int(ok) if ok else None, "[]", iso_end))
         if ok:
@@ -292,6 +357,7 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
         parent = pk
         tier = tier + 1 if escalate else 1
     _flush(conn, session_rows, activity, events, checks, attempts)
+    incidents.write(conn)
     mem = [(rnd.choice([*SERVICES, None]), rnd.choice(["baseline", "flaky", "owner", "maintenance", "threshold"]),
             f"{_words(rnd, 4, 14)} #{j}", round(rnd.uniform(0.3, 1.0), 2), int(rnd.random() < 0.8), rnd.randint(1, 30),
             "2026-06-02T00:00:00.000Z", "2026-07-01T00:00:00.000Z", rnd.randint(1, sessions), None)
@@ -455,7 +521,9 @@ def main() -> int:
     n_sessions, n_rows = ro.execute("SELECT count(*), sum(line_count) FROM sessions").fetchone()
     big_ids = [r[0] for r in ro.execute("SELECT id FROM sessions WHERE line_count >= ? ORDER BY id", (args.big_rows,))]
     counts = {t: ro.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("events", "check_results", "memories", "output_attempts")}
+              for t in ("events", "check_results", "memories", "output_attempts", "incidents", "incident_timeline",
+                        "probe_results")}
+    n_incidents = max(1, counts["incidents"])
     ro.close()
     print(f"store: {n_sessions:,} sessions, {n_rows:,} activity rows, big sessions {big_ids}, "
           + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
@@ -489,6 +557,8 @@ def main() -> int:
             "GET /api/v1/sessions": ["/api/v1/sessions"] * n,
             "GET / (overview)": ["/"] * n,
             "GET /incidents": ["/incidents"] * n,
+            "GET /incidents?status=resolved": ["/incidents?status=resolved"] * n,
+            "GET /incidents/{id} (random)": [f"/incidents/{rnd.randint(1, n_incidents)}" for _ in range(n)],
             "GET /events": ["/events"] * (n // 2),
             # issue #14's pages: the console must stay as fast as the session pages
             "GET /stats": ["/stats"] * (n // 2),

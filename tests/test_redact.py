@@ -98,3 +98,27 @@ def test_log_redaction_keeps_the_args_shape_uvicorn_relies_on():
         assert status == 200 and "abcdefghijkl" not in path and MASK in path
     finally:
         logging.setLogRecordFactory(before)
+
+
+def test_the_screen_pattern_finds_every_line_redaction_would_change():
+    """Issue #15: a caller skips the per-line redaction of lines where the screen finds nothing,
+    also when it searches many lines joined by newlines. Every corpus line (plain, in a JSON
+    stream line, escaped) that redaction changes is found, alone and in the middle of a batch."""
+    import json
+
+    import re2
+
+    from tests.secrets_corpus import CORPUS, ENV_SECRET_VALUE, escaped
+
+    redactor = Redactor([ENV_SECRET_VALUE])
+    screen = re2.compile(redactor.screen_pattern)
+    lines = [escaped(shape) for _, shape, _ in CORPUS]
+    lines += [escaped(json.dumps({"type": "user", "message": {"content": shape}})) for _, shape, _ in CORPUS]
+    lines.append(escaped('{"type":"user","message":{"content":"SK_ESCAPED URL_ESCAPED"}}'))
+    first = "plain output_tokens line"
+    for line in (x for x in lines if "\n" not in x):
+        assert redactor(line) != line
+        match = screen.search("\n".join([first, line, "another://clean line"]).encode())
+        assert match is not None and len(first) < match.start() <= len(first) + len(line)
+    for clean in ("output_tokens: 12", "the api_key field is empty", "a://b c"):
+        assert redactor(clean) == clean  # false hits of the screen are allowed; no rewriting of these

@@ -8,6 +8,14 @@ stream has none near its start) is the file hashed first, to tell "the same stre
 not merged by ingest; the supervisor records resume attempts as attempts of one session).
 stdin is spooled to a temporary file first, so memory stays flat for any size.
 
+Speed (issue #15, bench/ingest.py): the file is read, hashed, framed and screened for secrets
+(:meth:`SessionRecorder.screen_batch`) one 1 MiB read ahead, in a thread of its own, while the
+previous read's lines are parsed and stored: SHA-256 and the RE2 search release the GIL, so on
+two cores they run beside the parsing and SQLite's writes instead of before them (~0.4 s of
+thread time in the py-spy profile; 2.04 s against 2.18 s wall, medians of three runs on a loaded
+2-core machine, and ~12 MB more peak RSS, flat in the number of lines). The lines are parsed and
+stored in the event loop's thread, in order, as before.
+
 A file that is not stream-json at all (an image, a text file, an empty file, JSON without typed
 objects) is refused before anything is stored (:func:`check_stream_json`). The test is
 deliberately lenient: one JSON object with a string ``type`` among the first lines is enough,
@@ -18,6 +26,7 @@ replaces the partial session.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import json
@@ -26,6 +35,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -38,7 +48,7 @@ from app.output.validate import OutputValidator
 from app.store import sessions
 from app.store.db import Database, is_transient
 from app.stream.parser import parse_line
-from app.stream.reader import iter_lines
+from app.stream.reader import CHUNK, LineFramer, iter_lines
 from app.vocab import SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -220,22 +230,40 @@ async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, 
     digest = hashlib.sha256()
     read_error: OSError | None = None
     count = 0
-    with path.open("rb") as f:
-        lines = iter_lines(f, digest)
+    loop = asyncio.get_running_loop()
+    with path.open("rb") as f, ThreadPoolExecutor(1, thread_name_prefix="ingest-read") as reader:
+        framer = LineFramer()
+        read = 0
+
+        def prepare() -> tuple[list[bytes], set[int], bool, int]:
+            """The next read, hashed, framed and screened for secrets (in the reader thread: see
+            the module notes). Returns (lines, flagged lines, end of file, bytes read so far)."""
+            nonlocal read
+            chunk = f.read(CHUNK)
+            if not chunk:
+                lines = framer.finish()
+                return lines, rec.screen_batch(lines), True, read
+            read += len(chunk)
+            digest.update(chunk)
+            lines = framer.feed(chunk)
+            return lines, rec.screen_batch(lines), False, read
+
+        next_progress = PROGRESS_EVERY
+        pending = loop.run_in_executor(reader, prepare)
         while True:
             try:
-                line = next(lines)
-            except StopIteration:
-                break
+                lines, screened, eof, done = await pending
             except OSError as exc:  # the file, not the store
                 read_error = exc
                 break
-            await rec.feed(line)
-            count += 1
-            if progress is not None and count % PROGRESS_EVERY == 0:
-                progress(f.tell(), count)
-        if progress is not None:
-            progress(f.tell(), count)
+            if not eof:  # read the next chunk while this one is stored
+                pending = loop.run_in_executor(reader, prepare)
+            count += await rec.feed_batch(lines, screened)
+            if progress is not None and (eof or count >= next_progress):
+                progress(done, count)
+                next_progress = (count // PROGRESS_EVERY + 1) * PROGRESS_EVERY
+            if eof:
+                break
     if read_error is not None:
         await rec.finalize(status=SessionStatus.FAILED,
                            reason=f"ingest aborted: cannot read {shown}: {read_error.strerror}")

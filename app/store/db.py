@@ -20,6 +20,7 @@ named functions of those modules (``tests/test_layers.py`` enforces it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Iterable
@@ -154,16 +155,40 @@ class Database:
         if self._writer is None:
             raise StoreError(f"database {self.path} is closed")
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
+                await self._settle("BEGIN IMMEDIATE")
                 yield self._writer
-                await self._writer.execute("COMMIT")
+                await self._settle("COMMIT")
             except BaseException:
-                # Also when COMMIT itself failed (a deferred constraint, a full disk): otherwise the
-                # connection stays inside the transaction and every later write fails.
+                # Also when COMMIT itself failed (a deferred constraint, a full disk), or the task
+                # was cancelled: otherwise the connection stays inside the transaction and every
+                # later write fails. A failing ROLLBACK never replaces why we roll back (a
+                # CancelledError replaced by an sqlite3 error is a cancellation a caller's
+                # ``except Exception`` swallows: the shutdown hangs of issue #13).
                 if self._writer.in_transaction:
-                    await self._writer.execute("ROLLBACK")
+                    try:
+                        await self._settle("ROLLBACK")
+                    except sqlite3.Error as exc:
+                        log.warning("database %s: ROLLBACK failed: %s", self.path, exc)
                 raise
+
+    async def _settle(self, sql: str) -> None:
+        """Run a transaction statement on the writer to its end, even when the task is cancelled
+        meanwhile (then :class:`asyncio.CancelledError` is raised once it has ended).
+
+        Why: aiosqlite runs the statement in its thread; a cancelled ``await`` leaves it running.
+        A BEGIN that completes after its task gave up left the writer inside a transaction nobody
+        would end, and the next write failed with "cannot start a transaction within a
+        transaction" (tests/store/test_db.py). Waiting for it keeps what the connection is in
+        and what this code believes the same."""
+        assert self._writer is not None  # noqa: S101 (write() checked it)
+        done = asyncio.ensure_future(self._writer.execute(sql))
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # the statement's own failure: in_transaction says
+                await done
+            raise
 
     # -- reading -----------------------------------------------------------------------------
 

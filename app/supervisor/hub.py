@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ ACTIVITY = "activity"                  # a stored stream line: ``row`` (and ``ss
 RESYNC_KIND = "resync"                 # the subscriber lagged: replay from the database
 SESSION_STARTED = "session_started"    # ``data``: tier
 SESSION_FINISHED = "session_finished"  # ``data``: status
+TICK_KIND = "tick"                     # nothing happened for a while: time for a ping / an idle check
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +38,66 @@ class HubItem:
 
 
 RESYNC = HubItem(RESYNC_KIND, None)
+TICK = HubItem(TICK_KIND, None)
+
+
+class Inbox:
+    """A bounded FIFO for one consumer: ``asyncio.Queue``'s interface as the hub and the streams use
+    it (``put_nowait`` raising ``QueueFull``, ``get``, ``get_nowait``, ``empty``, ``qsize``) plus
+    :meth:`drain`, without its task accounting and putter/getter bookkeeping. Issue #15: at 100
+    subscribers every published row is a put per subscriber, and a stream takes everything queued
+    at once (one write), so both ends are on the fan-out's hot path."""
+
+    __slots__ = ("_items", "_waiter", "maxsize")
+
+    def __init__(self, maxsize: int = 1000) -> None:
+        self.maxsize = maxsize
+        self._items: deque[HubItem] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def put_nowait(self, item: HubItem) -> None:
+        if 0 < self.maxsize <= len(self._items):
+            raise asyncio.QueueFull
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def get_nowait(self) -> HubItem:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.popleft()
+
+    def drain(self) -> list[HubItem]:
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    async def wait(self) -> None:
+        """Until something is queued (at once if something is)."""
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def get(self) -> HubItem:
+        await self.wait()
+        return self._items.popleft()
 
 
 @dataclass(eq=False)
 class Subscription:
     hub: Hub
     session_pk: int | None  # None: every session
-    queue: asyncio.Queue[HubItem] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
+    queue: Inbox = field(default_factory=Inbox)
     lagged: int = 0
 
     async def get(self) -> HubItem:
@@ -51,13 +106,19 @@ class Subscription:
     def close(self) -> None:
         self.hub._subs.discard(self)
 
+    def poke(self) -> None:
+        """Wake the consumer with a :data:`TICK` unless something is queued already (then it wakes
+        anyway). Issue #15: the SSE streams' pings and idle checks come from one shared periodic
+        task calling this, instead of a timer per client per wait (``asyncio.timeout``)."""
+        if self.queue.empty():
+            self.queue.put_nowait(TICK)
+
     def _offer(self, item: HubItem) -> None:
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
             self.lagged += 1
-            while not self.queue.empty():
-                self.queue.get_nowait()
+            self.queue.drain()
             self.queue.put_nowait(RESYNC)
 
 
@@ -76,7 +137,7 @@ class Hub:
         return len(self._subs)
 
     def subscribe(self, session_pk: int | None = None) -> Subscription:
-        sub = Subscription(self, session_pk, asyncio.Queue(maxsize=self.queue_size))
+        sub = Subscription(self, session_pk, Inbox(self.queue_size))
         self._subs.add(sub)
         return sub
 

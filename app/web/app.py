@@ -324,8 +324,22 @@ def serve(settings: Settings, host: str, port: int) -> None:
                           "to 127.0.0.1")
     check_listen(host, port)
     app = create_app(settings, token=token)
+    options = server_options()
     uvicorn.run(AccessLog(app) if settings.access_log else app, host=host, port=port, workers=1,
-                proxy_headers=False, log_config=None, access_log=False)
+                proxy_headers=False, log_config=None, access_log=False,
+                loop=options["loop"], http=options["http"])
+
+
+def server_options() -> dict[str, str]:
+    """uvicorn's ``loop`` and ``http``: uvloop and httptools when installed (uvicorn[standard]),
+    else asyncio and h11. Named explicitly rather than "auto" so bench/sse.py measures what
+    ``serve`` runs (issue #15)."""
+    import importlib.util
+
+    def have(name: str) -> bool:
+        return importlib.util.find_spec(name) is not None
+
+    return {"loop": "uvloop" if have("uvloop") else "asyncio", "http": "httptools" if have("httptools") else "h11"}
 
 
 def check_listen(host: str, port: int) -> None:

@@ -9,7 +9,11 @@ Guarantees, and how:
   it missed.
 * **A slow client never slows ingestion.** The hub's queues are bounded and non-blocking; a
   subscriber that falls behind gets one ``RESYNC`` and this stream replays from the database.
-  sse-starlette's ``send_timeout`` drops a client that stops reading altogether.
+  A client that stops reading altogether is dropped after ``SEND_TIMEOUT`` (``app.web.sse``).
+* **Cheap fan-out** (issue #15): each line's frame is rendered once (``Hub.prepare``), everything
+  queued for a client goes out in one write, straight to the ASGI ``send`` through
+  :class:`app.web.sse.EventStream` (sse-starlette's per-send machinery cost more than the socket
+  writes themselves: bench/sse.py under py-spy), with no timer per client per wait.
 * **Framing cannot break.** Event data is one line of JSON (newlines inside agent output are
   escaped by ``json.dumps``), so a tool result containing ``event:`` or blank lines stays data.
 * The stream ends (``event: end``) when the session is no longer running.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -36,10 +41,11 @@ from app.store.findings import events_after, last_event_id
 from app.store.rows import ActivityRow
 from app.store.sessions import session_status
 from app.supervisor.follow import CATCH_UP
-from app.supervisor.hub import ACTIVITY, RESYNC_KIND, SESSION_FINISHED
+from app.supervisor.hub import ACTIVITY, RESYNC_KIND, SESSION_FINISHED, TICK_KIND
 from app.vocab import SessionStatus
 from app.web.common import SQLITE_MAX_INT, ApiError, path_int, state
 from app.web.render import render_activity, render_event_row
+from app.web.sse import EventStream, frame
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,6 @@ REPLAY_BATCH = 500
 PING_SECONDS = 15
 SEND_TIMEOUT = 10
 IDLE_CHECK = 5.0  # seconds between "is the session still running?" checks when nothing arrives
-SEND_BATCH = 200  # queued events written to a client in one send
 
 
 def _activity_event(row: ActivityRow) -> bytes:
@@ -86,7 +91,7 @@ def _start_seq(request: Request) -> int:
     return max(0, value)  # negative: replay from the start
 
 
-async def session_stream(request: Request) -> EventSourceResponse:
+async def session_stream(request: Request) -> EventStream:
     st = state(request)
     pk = path_int(request)
     if await session_status(st.db, pk) is None:
@@ -94,26 +99,21 @@ async def session_stream(request: Request) -> EventSourceResponse:
     start = _start_seq(request)
     sub = st.hub.subscribe(pk)  # before the replay: nothing committed meanwhile can be missed
 
-    async def generate() -> AsyncIterator[bytes | ServerSentEvent]:
+    async def produce(stream: EventStream) -> None:
         last = start
+        queue = sub.queue
         try:
             async for seq, replayed in _replay(request, pk, last):
                 last = seq
-                yield replayed
+                await stream.write(replayed)
             finished = await session_status(st.db, pk) != SessionStatus.RUNNING
+            checked = time.monotonic()
             while not finished:
-                try:
-                    if sub.queue.empty():
-                        async with asyncio.timeout(IDLE_CHECK):  # cheaper than wait_for (no extra task)
-                            items = [await sub.get()]
-                    else:
-                        items = [sub.queue.get_nowait()]
-                except TimeoutError:  # quiet: make sure the session did not end unseen
-                    finished = await session_status(st.db, pk) != SessionStatus.RUNNING
-                    continue
-                while len(items) < SEND_BATCH and not sub.queue.empty():
-                    items.append(sub.queue.get_nowait())  # everything queued goes out in one write
+                # Issue #15: no timer here; a quiet stream is woken by a TICK from the shared ticker
+                await queue.wait()
+                items = queue.drain()  # everything queued goes out in one write
                 frames: list[bytes] = []
+                quiet = False
                 for item in items:
                     if item.kind == ACTIVITY and item.row is not None:
                         if item.row["seq"] > last:
@@ -121,26 +121,33 @@ async def session_stream(request: Request) -> EventSourceResponse:
                             last = item.row["seq"]
                     elif item.kind in (RESYNC_KIND, CATCH_UP):
                         if item.kind == RESYNC_KIND:  # CATCH_UP is silent: the follower began (issue #14)
-                            frames.append(ServerSentEvent(data=json.dumps({"after": last}), event="resync").encode())
+                            frames.append(frame(json.dumps({"after": last}), "resync"))
                         if frames:
-                            yield b"".join(frames)
+                            await stream.write(b"".join(frames))
                             frames = []
                         async for seq, replayed in _replay(request, pk, last):
                             last = seq
-                            yield replayed
+                            await stream.write(replayed)
                     elif item.kind == SESSION_FINISHED:
                         finished = True
+                    elif item.kind == TICK_KIND:
+                        quiet = True
                 if frames:
-                    yield b"".join(frames)
+                    await stream.write(b"".join(frames))
+                if quiet and not finished:
+                    await stream.ping_if_due()
+                    if time.monotonic() - checked >= IDLE_CHECK:  # make sure the session did not end unseen
+                        checked = time.monotonic()
+                        finished = await session_status(st.db, pk) != SessionStatus.RUNNING
             async for seq, replayed in _replay(request, pk, last):  # lines committed before the end
                 last = seq
-                yield replayed
+                await stream.write(replayed)
             status = await session_status(st.db, pk)
-            yield ServerSentEvent(data=json.dumps({"status": status}), event="end")
+            await stream.write(frame(json.dumps({"status": status}), "end"))
         finally:
             sub.close()
 
-    return EventSourceResponse(generate(), ping=PING_SECONDS, send_timeout=SEND_TIMEOUT)
+    return EventStream(produce, ping=PING_SECONDS, send_timeout=SEND_TIMEOUT, wake=sub.poke, close=sub.close)
 
 
 async def events_stream(request: Request) -> EventSourceResponse:

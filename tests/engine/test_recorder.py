@@ -179,3 +179,100 @@ async def test_interrupted_status_override(db, validator):
     await rec.feed(init())
     report = await rec.finalize(status="interrupted", reason="stopped by operator")
     assert (report["status"], report["status_reason"]) == ("interrupted", "stopped by operator")
+
+
+# -- issue #15: a batch is screened once; the result is the per-line redaction and parse ------------
+
+def _batch_lines() -> list[bytes]:
+    """Clean lines with every secret shape of the corpus between them (plain, JSON-escaped, at the
+    start and the end of the batch), non-UTF-8 bytes before a secret, a big integer, raw text."""
+    from tests.secrets_corpus import CORPUS, escaped
+
+    lines: list[bytes] = [tool_result(CORPUS[0][1]).encode()]
+    for i, (_, shape, _) in enumerate(CORPUS):
+        lines += [text(f"clean line {i} with output_tokens and a://b"), tool_result(shape).encode()]
+        lines.append(json.dumps({"type": "user", "message": {"content": shape}}, ensure_ascii=False).encode())
+    lines += [escaped('{"type":"user","message":{"content":"k SK_ESCAPED and URL_ESCAPED"}}').encode(),
+              b"\xff\xfe not utf-8 " + CORPUS[1][1].encode(), tool_result(CORPUS[2][1]).encode(),
+              b'{"type":"result","num_turns":123456789012345678901234567890,"total_cost_usd":NaN}',
+              b"plain text " + CORPUS[3][1].encode(), b"", text("\u00e9t\u00e9 \U0001f600").encode(),
+              tool_result(CORPUS[-1][1]).encode()]
+    return [line if isinstance(line, bytes) else line.encode() for line in lines]
+
+
+async def test_feed_batch_stores_what_per_line_redaction_and_json_give(db, validator):
+    from app.redact import Redactor
+    from app.stream.parser import parse_line
+    from tests.secrets_corpus import ENV_SECRET_VALUE, secrets
+
+    redactor = Redactor([ENV_SECRET_VALUE])
+    lines = _batch_lines()
+    rec = await SessionRecorder.begin(db, validator, RecorderOptions(redact=redactor))
+    assert rec._screen is not None  # the one-pass screen is in use
+    assert await rec.feed_batch(lines) == len(lines) - 1  # the empty line is not stored
+    await rec.flush()
+    stored = await db.fetchall("SELECT type, subtype, display, raw FROM activity WHERE session_pk = ? ORDER BY seq",
+                               (rec.session_pk,))
+    expected = []
+    for line in lines:  # the reference: decode, redact the whole line, json.loads (the path before #15)
+        try:
+            decoded = line.decode()
+        except UnicodeDecodeError:
+            decoded = line.decode("utf-8", "backslashreplace")
+        parsed = parse_line(redactor(decoded))
+        if parsed is not None:
+            expected.append((parsed.type, parsed.subtype, parsed.display(), parsed.raw))
+    assert [tuple(r) for r in stored] == expected
+    everything = "\n".join(r["raw"] + r["display"] for r in stored)
+    assert all(secret not in everything for secret in secrets())
+    big = next(r for r in stored if "num_turns" in r["raw"] and r["type"] == "result")
+    assert "123456789012345678901234567890" in big["raw"]
+
+
+async def test_feed_batch_keeps_big_integers_as_json_does(db, validator):
+    rec = await SessionRecorder.begin(db, validator)
+    await rec.feed_batch([init().encode(), b'{"type":"result","subtype":"success","num_turns":' + b"9" * 25 + b"}"])
+    assert rec.current.result.data["num_turns"] == int("9" * 25)  # json's int; orjson would give a float
+
+
+async def test_a_custom_redactor_is_called_on_every_line(db, validator):
+    seen: list[str] = []
+
+    def redact(line: str) -> str:
+        seen.append(line)
+        return line.replace("hunter2", "[REDACTED]")
+
+    rec = await SessionRecorder.begin(db, validator, RecorderOptions(redact=redact))
+    await rec.feed_batch([init().encode(), tool_result("pw hunter2").encode()])
+    await rec.flush()
+    assert len(seen) == 2
+    raws = [r["raw"] for r in await db.fetchall("SELECT raw FROM activity ORDER BY seq")]
+    assert "hunter2" not in raws[1] and "[REDACTED]" in raws[1]
+
+
+async def test_ingest_reads_ahead_across_chunks_and_hashes_every_byte(tmp_path, db, validator, settings):
+    """Issue #15: ingest hashes, frames and screens each 1 MiB read in a thread, one read ahead.
+    Lines cut by a read boundary, a secret in such a line, a 3 MiB line and progress all hold."""
+    import hashlib
+
+    from app.engine.ingest import PROGRESS_EVERY
+    from app.stream.reader import CHUNK
+
+    secret = "ghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi"
+    filler = tool_result("x" * 900)
+    lines = [init()]
+    while sum(len(x) + 1 for x in lines) < CHUNK - 200:
+        lines.append(filler)
+    lines.append(tool_result("y" * 300 + f" token {secret} " + "z" * 300))  # crosses the first boundary
+    lines += [tool_result("w" * 3 * CHUNK), text("after the big one")] + [filler] * PROGRESS_EVERY + [result(GOOD)]
+    path = tmp_path / "stream.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    seen: list[tuple[int, int]] = []
+    report, stored = await ingest_path(db, path, validator, settings, progress=lambda b, n: seen.append((b, n)))
+    assert stored and report["activity_count"] == len(lines) and report["status"] == "completed"
+    raws = [r["raw"] for r in await db.fetchall("SELECT raw FROM activity ORDER BY seq")]
+    assert [r.replace("[REDACTED]", secret) for r in raws] == lines and secret not in "".join(raws)
+    sha = await db.fetchval("SELECT stream_sha256 FROM sessions")
+    assert sha == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert seen[-1] == (path.stat().st_size, len(lines)) and len(seen) >= 2
+    assert [n for _, n in seen] == sorted(n for _, n in seen)

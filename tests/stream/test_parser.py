@@ -204,3 +204,77 @@ def test_json_safe_and_clean_text():
     for _ in range(5_000):
         nested = [nested]
     assert as_text(nested) == TOO_DEEP and as_text(None) == "null" and as_text("\udfff", 5) == "\ufffd"
+
+
+# -- issue #15: orjson on screened lines, json for whatever orjson refuses ---------------------------
+
+REFUSED_BY_ORJSON = [  # json accepts every one of these; orjson raises, so parse_line falls back
+    '{"type":"result","total_cost_usd":NaN,"session_id":"s"}',
+    '{"type":"result","total_cost_usd":Infinity,"num_turns":-Infinity}',
+    '{"type":"result","total_cost_usd":1e999}',
+    '{"type":"assistant","message":{"content":[{"type":"text","text":"cut \\ud83d"}]}}',
+    '{"type":"user","message":{"content":"lone low \\udfff then pair \\ud83d\\ude00"}}',
+    "[" * 1100 + "]" * 1100,  # past orjson's 1,024 levels: json decides (here: too deep)
+]
+
+
+def _same(a, b) -> bool:
+    """Equal as decoded values, NaN included (nan != nan)."""
+    return json.dumps(a, sort_keys=False) == json.dumps(b, sort_keys=False)
+
+
+def test_lines_orjson_refuses_fall_back_to_json_with_the_same_value():
+    import orjson
+
+    for line in REFUSED_BY_ORJSON:
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(line)  # the fallback really is taken
+        fast, slow = parse_line(line, screened=True), parse_line(line)
+        assert type(fast) is type(slow) and fast.raw == slow.raw and fast.subtype == slow.subtype
+        assert _same(fast.data, slow.data) and fast.display() == slow.display()
+    nan = parse_line(REFUSED_BY_ORJSON[0], screened=True)
+    assert isinstance(nan, ResultLine) and nan.data["total_cost_usd"] != nan.data["total_cost_usd"]
+    assert nan.total_cost_usd is None
+    cut = parse_line(REFUSED_BY_ORJSON[3], screened=True)
+    assert cut.data["message"]["content"][0]["text"] == "cut \ud83d" and cut.texts() == ["cut \ufffd"]
+
+
+def test_big_integers_are_what_the_screen_is_for():
+    """orjson turns an integer beyond 64 bits into a float *without* an error: the screen pattern
+    catches every such literal, and an unscreened parse keeps the int."""
+    import re
+
+    import orjson
+
+    from app.stream.parser import SCREEN_PATTERN
+
+    for number in (2**64, -(2**63) - 1, 10**30, -(10**40)):
+        line = f'{{"type":"result","num_turns":{number}}}'
+        assert isinstance(orjson.loads(line)["num_turns"], float)  # why lines are screened
+        assert re.search(SCREEN_PATTERN, line)
+        parsed = parse_line(line)
+        assert parsed.data["num_turns"] == number and isinstance(parsed.data["num_turns"], int)
+        assert parsed.num_turns is None  # beyond SQLite's 64 bits, as before
+    for number in (2**63 - 1, -(2**63), 2**64 - 1):  # in range for orjson: same int either way
+        line = f'{{"n":{number}}}'
+        assert parse_line(line, screened=True).data == parse_line(line).data == {"n": number}
+
+
+def test_screened_parse_equals_json_on_ordinary_values():
+    import random
+
+    rnd = random.Random(15)
+    floats = [rnd.uniform(-1e6, 1e6) for _ in range(300)] + [rnd.random() * 10 ** rnd.randint(-300, 300)
+                                                            for _ in range(300)]
+    values = [
+        {"type": "assistant", "a": 1, "b": 2, "a2": [True, False, None], "s": "é 😀 \u2028", "e": {}, "l": []},
+        {"type": "x", "f": floats, "ints": [0, -0, 1, -1, 2**53, 2**63 - 1, -(2**63)], "neg0": -0.0},
+    ]
+    for value in values:
+        line = json.dumps(value)
+        assert parse_line(line, screened=True).data == parse_line(line).data == json.loads(line)
+    dup = '{"type":"system","a":1,"subtype":"init","a":2}'  # duplicate keys: the last wins, first position
+    assert list(parse_line(dup, screened=True).data.items()) == list(json.loads(dup).items())
+    for text in ('{"a":1}x', '{"a":"\x01"}', "\ufeff{}", "{'a': 1}", "[1,]", "plain text"):  # refused by both
+        fast, slow = parse_line(text, screened=True), parse_line(text)
+        assert isinstance(fast, TextLine) and fast.subtype == slow.subtype and fast.raw == slow.raw
