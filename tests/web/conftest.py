@@ -104,35 +104,34 @@ def build_app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | No
     return create_app(settings, token=token), settings, fake
 
 
+def _run_loop(loop: asyncio.AbstractEventLoop, main: Callable[[], Any]) -> None:
+    """A server thread's body: ``main()`` on ``loop`` until it returns, then cancel what it left
+    behind (sse-starlette leaves a shutdown watcher task when uvicorn runs in a thread) and close."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+
+
 def serve(app: Starlette, settings: Settings, fake: FakeClaude, token: str | None) -> LiveServer:
     """``app`` on a real uvicorn at 127.0.0.1 (a free port) in a background thread; ``.stop()`` it."""
     port = _free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    loop_box: dict[str, asyncio.AbstractEventLoop] = {}
-
-    def run() -> None:
-        loop = asyncio.new_event_loop()
-        loop_box["loop"] = loop
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(server.serve())
-        finally:
-            # sse-starlette leaves a shutdown watcher task behind when uvicorn runs in a thread
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
-
-    thread = threading.Thread(target=run, name=f"uvicorn-{port}", daemon=True)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=_run_loop, args=(loop, server.serve), name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
-    return LiveServer(f"http://127.0.0.1:{port}", settings, fake, token, server, thread, loop_box["loop"])
+    return LiveServer(f"http://127.0.0.1:{port}", settings, fake, token, server, thread, loop)
 
 
 @pytest.fixture
@@ -223,18 +222,7 @@ def app_server(tmp_path: Path) -> Iterator[Callable[..., AppServer]]:
                     started.set_exception(exc)
                 raise
 
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(serve())
-            finally:
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.close()
-
-        thread = threading.Thread(target=run, name=f"app-{len(servers)}", daemon=True)
+        thread = threading.Thread(target=_run_loop, args=(loop, serve), name=f"app-{len(servers)}", daemon=True)
         thread.start()
         started.result(timeout=20)
         # The port is never bound: the URL only gives requests a loopback Host (and Origin) header.
