@@ -23,7 +23,7 @@ APP = Path(__file__).resolve().parents[1] / "app"
 
 FOUNDATION = {"app", "app.clock", "app.vocab", "app.errors", "app.paths", "app.tasks", "app.config", "app.redact",
               "app.logs", "app.units", "app.children"}
-LINE = ["probe", "stream", "output", "store", "engine", "supervisor", "web", "cli"]
+LINE = ["probe", "stream", "output", "store", "engine", "notify", "supervisor", "web", "cli"]
 RANK = {name: i for i, name in enumerate(LINE)}
 
 SQL_CALLS = {"execute", "executemany", "executescript", "fetchall", "fetchone", "fetchval", "fetchmany"}

@@ -18,7 +18,7 @@ import click
 
 from app.cli.base import load_settings, main
 from app.cli.base import run_async as _run
-from app.supervisor.notify import send_test
+from app.notify.sender import send_test
 
 EXIT_FAILED = 1
 

@@ -394,4 +394,83 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX sessions_attention_open ON sessions (id) WHERE attention IS NOT NULL AND attention_acked_at IS NULL
         """,
     ),
+    (
+        "0011_signal",
+        """
+        -- What people are told, and what they act on. Incidents: a short name for messages
+        -- (the check, the alert's alertname or title), the alert sender and its links and
+        -- annotations, a maintenance window that held it, the incident of the same key it reopens.
+        ALTER TABLE incidents ADD COLUMN name TEXT;
+        ALTER TABLE incidents ADD COLUMN alert_source TEXT;          -- alertmanager | grafana | generic
+        ALTER TABLE incidents ADD COLUMN links TEXT;                 -- JSON [{label, url}]
+        ALTER TABLE incidents ADD COLUMN annotations TEXT;           -- JSON object
+        ALTER TABLE incidents ADD COLUMN maintenance TEXT;           -- the window that holds it (NULL: none)
+        ALTER TABLE incidents ADD COLUMN maintenance_until TEXT;
+        ALTER TABLE incidents ADD COLUMN reopened_from INTEGER REFERENCES incidents(id) ON DELETE SET NULL;
+        -- The alerts of an alert incident (one per fingerprint, a group incident lists several).
+        CREATE TABLE incident_alerts (
+            id INTEGER PRIMARY KEY,
+            incident_id INTEGER NOT NULL REFERENCES incidents(id) ON DELETE CASCADE,
+            fingerprint TEXT NOT NULL,
+            status TEXT NOT NULL,                   -- firing | resolved
+            severity TEXT NOT NULL,
+            title TEXT NOT NULL,
+            labels TEXT,                            -- JSON object
+            annotations TEXT,                       -- JSON object
+            links TEXT,                             -- JSON [{label, url}]
+            starts_at TEXT,
+            first_seen_at TEXT NOT NULL,
+            last_seen_at TEXT NOT NULL,
+            resolved_at TEXT
+        );
+        CREATE UNIQUE INDEX incident_alerts_one ON incident_alerts (incident_id, fingerprint);
+        -- Messages: what they concern (for routes and for following an opening with its resolution).
+        ALTER TABLE notifications ADD COLUMN incident_id INTEGER REFERENCES incidents(id) ON DELETE SET NULL;
+        ALTER TABLE notifications ADD COLUMN source TEXT;            -- check | model | alert | monitor
+        ALTER TABLE notifications ADD COLUMN service TEXT;
+        ALTER TABLE notifications ADD COLUMN check_name TEXT;
+        ALTER TABLE notifications ADD COLUMN routes TEXT;            -- JSON array of route names
+        CREATE INDEX notifications_incident ON notifications (incident_id, id);
+        -- Approvals are per incident: the incidents an approval is for (later escalations attach).
+        CREATE TABLE approval_incidents (
+            approval_id INTEGER NOT NULL REFERENCES approvals(id) ON DELETE CASCADE,
+            incident_id INTEGER NOT NULL REFERENCES incidents(id) ON DELETE CASCADE,
+            PRIMARY KEY (approval_id, incident_id)
+        );
+        CREATE INDEX approval_incidents_incident ON approval_incidents (incident_id);
+        ALTER TABLE approvals ADD COLUMN attached INTEGER NOT NULL DEFAULT 0;  -- escalations attached to it
+        -- A needs-attention flag raised because of incidents follows them (resolved, acknowledged).
+        CREATE TABLE attention_incidents (
+            session_pk INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            incident_id INTEGER NOT NULL REFERENCES incidents(id) ON DELETE CASCADE,
+            PRIMARY KEY (session_pk, incident_id)
+        );
+        CREATE INDEX attention_incidents_incident ON attention_incidents (incident_id);
+        -- Actions the tiers reported, proposals included (outcome 'proposed'), with their incident.
+        ALTER TABLE cooldowns ADD COLUMN incident_id INTEGER REFERENCES incidents(id) ON DELETE SET NULL;
+        CREATE INDEX cooldowns_incident ON cooldowns (incident_id);
+        -- Maintenance windows added at run time (API, CLI, dashboard): configured ones live in
+        -- TIEROPS_MAINTENANCE and the checks file.
+        CREATE TABLE maintenance_windows (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            created_by TEXT NOT NULL,
+            reason TEXT,
+            starts_at TEXT NOT NULL,
+            ends_at TEXT NOT NULL,
+            services TEXT,                          -- JSON array of patterns (NULL: every service)
+            checks TEXT,                            -- JSON array of patterns (NULL: every check)
+            cancelled_at TEXT,
+            cancelled_by TEXT
+        );
+        CREATE INDEX maintenance_windows_ends ON maintenance_windows (ends_at);
+        -- The monitor's own state shared by every process on this database (e.g. the language-model
+        -- tiers held back after the API rejected the credentials).
+        CREATE TABLE monitor_state (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """,
+    ),
 ]

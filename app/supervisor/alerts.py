@@ -34,10 +34,10 @@ from app.engine.alerts import Alert, alert_section, delivery_text, evidence_text
 from app.engine.incidents import decide
 from app.errors import CycleBusy, TierOpsError
 from app.logs import oneline
+from app.notify import messages as notices
 from app.store import incidents as incident_store
 from app.store import run_queue
 from app.store.incidents import Change
-from app.supervisor import notices
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import FIRST_MODEL_TIER, IncidentStatus, Trigger
 

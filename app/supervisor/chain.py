@@ -68,6 +68,8 @@ from app.engine import incidents as incident_engine
 from app.engine.incidents import Verdict
 from app.errors import ConfigError
 from app.logs import oneline
+from app.notify import messages as notices
+from app.notify.messages import NoticeSink
 from app.output.route import proposed_actions
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
@@ -78,7 +80,6 @@ from app.store import incidents as incident_store
 from app.store import memories as memory_store
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
-from app.supervisor import notices
 from app.supervisor.context import (
     cooldowns_block,
     handoff_block,
@@ -87,7 +88,6 @@ from app.supervisor.context import (
     system_prompt,
 )
 from app.supervisor.hub import Hub
-from app.supervisor.notices import NoticeSink
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Source, Trigger

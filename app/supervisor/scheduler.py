@@ -64,6 +64,9 @@ from app.clock import utcnow
 from app.config import Settings
 from app.errors import CycleBusy, StorageUnavailable
 from app.logs import oneline
+from app.notify import messages as notices
+from app.notify.heartbeat import Heartbeat
+from app.notify.sender import Notifier
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, load_inventory
@@ -73,12 +76,9 @@ from app.store import sessions as session_store
 from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database, is_transient
 from app.store.rows import ChainLink, SessionRow
-from app.supervisor import notices
 from app.supervisor.alerts import run_next_queued
 from app.supervisor.chain import BudgetSpent, run_chain
-from app.supervisor.heartbeat import Heartbeat
 from app.supervisor.hub import Hub
-from app.supervisor.notify import Notifier
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
 from app.vocab import FIRST_MODEL_TIER, ApprovalStatus, SessionStatus, Trigger

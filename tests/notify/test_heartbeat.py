@@ -1,4 +1,4 @@
-"""app/supervisor/heartbeat.py (issue #13): the dead-man pings of real Supervisor cycles (the fake
+"""app/notify/heartbeat.py (issue #13): the dead-man pings of real Supervisor cycles (the fake
 CLI as a subprocess, a real SQLite file) reaching a real HTTP receiver on 127.0.0.1, in order,
 and a receiver that hangs or is gone costing the cycle nothing."""
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.config import Settings
-from app.supervisor.heartbeat import Heartbeat
+from app.notify.heartbeat import Heartbeat
 from app.supervisor.scheduler import Supervisor
 from tests.fakes import claude_control as cc
 from tests.helpers import healthy, wait_until

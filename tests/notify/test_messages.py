@@ -1,11 +1,11 @@
-"""app/supervisor/notices.py (issue #13): which state changes become messages, and how they read."""
+"""app/notify/messages.py (issue #13): which state changes become messages, and how they read."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from app.notify import messages as notices
 from app.store.incidents import Change
-from app.supervisor import notices
 
 
 def incident(**over: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""app/supervisor/notify.py (issue #13): real Apprise sending to a real HTTP receiver on 127.0.0.1,
+"""app/notify/sender.py (issue #13): real Apprise sending to a real HTTP receiver on 127.0.0.1,
 a real SQLite file, and real Supervisor cycles with the fake CLI for the monitor's own notices.
 
 Apprise URLs under test: ``json://user:password@127.0.0.1:PORT/…`` (POSTs a JSON object with
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
+from app.notify.sender import Notifier, UrlMask, format_title, notify_urls, quiet_hours, shown_url
 from app.store import notifications as store
 from app.store.db import Database
-from app.supervisor.notify import Notifier, UrlMask, format_title, notify_urls, quiet_hours, shown_url
 from app.supervisor.scheduler import Supervisor
 from tests.fakes import claude_control as cc
 from tests.helpers import healthy, wait_until

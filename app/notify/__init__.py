@@ -1,0 +1,1 @@
+"""What people are told: the messages state changes become, where they go, and the sender."""
