@@ -4,6 +4,7 @@
 #   docker build -t tierops:0.1.0 .
 #   docker run -d -p 127.0.0.1:8080:8080 -v tierops-state:/var/lib/tierops \
 #       -v "$PWD/token:/run/secrets/tierops_token:ro" -e TIEROPS_TOKEN_FILE=/run/secrets/tierops_token \
+#       -v "$PWD/examples/checks-starter.yaml:/etc/tierops/checks.yaml:ro" -e TIEROPS_CHECKS=/etc/tierops/checks.yaml \
 #       -e ANTHROPIC_API_KEY tierops:0.1.0
 #
 # Three stages; only the last one ships:
@@ -12,7 +13,8 @@
 #   runtime  Python slim + the tools the tier prompts use + the wheels + the CLI binary; no build tools,
 #            no Node.js, no npm, no pip cache, no source tree
 #
-# Needs BuildKit (the default builder since Docker Engine 23) for RUN --mount.
+# Needs BuildKit for RUN --mount: the default builder since Docker Engine 23; on older engines build
+# with DOCKER_BUILDKIT=1 docker build … (or docker buildx build).
 # scripts/docker-smoke.sh builds this file and runs one session against the fake CLI; without a
 # Docker engine, tests/test_install.py runs the same steps against the installed wheel.
 
@@ -93,10 +95,14 @@ RUN groupadd --gid 10001 tierops \
 # TIEROPS_HOME holds everything TierOps writes: tierops.db, sessions/, home/ (the CLI's HOME, with
 # its login and settings) and cycle.lock. One volume keeps all of it.
 # TIEROPS_LOG_FORMAT: text here; json gives one object per line for a log shipper.
+# TIEROPS_REQUIRE_CHECKS: `serve` refuses to start without a checks file (one line saying what to
+# mount): without one every scheduled cycle would start at tier 1, a paid language-model run. Mount
+# one and set TIEROPS_CHECKS (compose.yaml does); TIEROPS_REQUIRE_CHECKS=false restores tier 1.
 # CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: no auto-update (the CLI stays at the pinned version),
 # no telemetry or error reports; set it to an empty value to change that.
 ENV TIEROPS_HOME=/var/lib/tierops \
     TIEROPS_LOG_FORMAT=text \
+    TIEROPS_REQUIRE_CHECKS=true \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
@@ -109,8 +115,9 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/healthz"]
 
-# `serve` on all interfaces refuses to start without TIEROPS_TOKEN or TIEROPS_TOKEN_FILE (one
-# `tierops: error:` line, exit 2). Any other command works too: `docker run … tierops:0.1.0 doctor`.
+# `serve` on all interfaces refuses to start without TIEROPS_TOKEN or TIEROPS_TOKEN_FILE, and (above)
+# without a checks file (one `tierops: error:` line each, exit 2). Any other command works too:
+# `docker run … tierops:0.1.0 doctor`.
 # -e 143: on `docker stop` uvicorn finishes its shutdown (sessions stopped and recorded, database
 # closed) and then re-raises SIGTERM on itself, which tini would report as 143; a clean stop exits 0.
 ENTRYPOINT ["tini", "-e", "143", "--", "tierops"]

@@ -39,7 +39,9 @@ ENV_FILE = ".env"
 # Names that once were settings: still honoured, with a warning naming the new one (issue #10).
 RENAMED = {"TIEROPS_STATE_DIR": "TIEROPS_HOME"}
 # TIEROPS_* names read by TierOps' scripts rather than by the settings: not warned about.
-SCRIPT_VARIABLES = frozenset({"TIEROPS_CLAUDE_DIR"})  # scripts/install-claude.sh: where the CLI goes
+# scripts/install-claude.sh: where the CLI goes (TIEROPS_CLAUDE_DIR); `serve`'s address, which it sets
+# for the checks file's ${TIEROPS_SERVE_URL} and friends (app/probe/variables.py).
+SCRIPT_VARIABLES = frozenset({"TIEROPS_CLAUDE_DIR", "TIEROPS_SERVE_URL", "TIEROPS_SERVE_HOST", "TIEROPS_SERVE_PORT"})
 
 READ_ONLY_TOOLS = (
     "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
@@ -154,6 +156,10 @@ class Settings(BaseSettings):
         None, description="The checks file (YAML inventory, schemas/checks.json). When set, tier 0 (`tierops probe`, "
         "no language model, $0) starts every scheduled cycle on the file's interval, the language-model tiers run "
         "only when it escalates, and they are given the inventory. Also --checks.")
+    require_checks: bool = Field(
+        False, description="`serve` and `supervise` refuse to start without a checks file (TIEROPS_CHECKS or "
+        "--checks), so no scheduled cycle starts at a paid language-model tier by default. The container image sets "
+        "it to true.")
     escalate_after: int = Field(
         12, ge=0, description="An incident already escalated is escalated again once it has recurred this many more "
         "cycles (unless acknowledged or silenced); 0 = only when it opens or worsens.")
@@ -164,6 +170,11 @@ class Settings(BaseSettings):
     probe_timeout: int = Field(
         660, ge=5, description="Seconds before a tier 0 run is killed: a safety net, since its checks run at once and "
         "each has its own timeout in the checks file (at most 10 minutes).")
+    maintenance: str = Field(
+        "", description="Maintenance windows, YAML or JSON: a list of {name, start: 'HH:MM', every, duration, "
+        "timezone, services, checks} or {name, cron, duration, …}, added to the checks file's maintenance: "
+        "section. Inside a window checks run and incidents are recorded, but nothing escalates and no message is "
+        "sent. Checked at start (`tierops serve`, `run`, `supervise`, `doctor`).")
     # -- dashboard and API (issue #4) --------------------------------------------------------
     token: SecretStr | None = Field(
         None, description="Bearer token for the API and the dashboard login. Required to bind to a non-loopback "
@@ -173,10 +184,16 @@ class Settings(BaseSettings):
     schedule: bool = Field(True, description="Run scheduled cycles inside `tierops serve` (false: only Run Now).")
     # -- notifications, heartbeat, alerts in (issue #13) -------------------------------------
     notify_urls: SecretStr | None = Field(
-        None, description="Apprise URLs to notify, space or comma separated (needs `pip install 'tierops[notify]'`; "
-        "the Docker image has it). Never shown or logged: they often hold credentials.")
+        None, description="Apprise URLs to notify, space or comma separated, each optionally tagged for routes as "
+        "TAG=URL or TAG1,TAG2=URL (needs `pip install 'tierops[notify]'`; the Docker image has it). Never shown or "
+        "logged: they often hold credentials.")
     notify_urls_file: Path | None = Field(
         None, description="File holding the Apprise URLs (instead of TIEROPS_NOTIFY_URLS), one or more per line.")
+    notify_routes: SecretStr | None = Field(
+        None, description="Notification routes (YAML or JSON list): which messages go to which URLs, by severity, "
+        "service, check and source (check, model, alert, monitor); first match wins, `continue: true` goes on. "
+        "Targets are Apprise tags (`TAG=URL` in TIEROPS_NOTIFY_URLS), `all` or URLs. Unset: the checks file's "
+        "`notify.routes`, else every message to every URL. See the README's Notifications section.")
     notify_min_severity: Literal["info", "warning", "critical"] = Field(
         "warning", description="Notifications below this severity are recorded, not sent.")
     notify_digest_after: int = Field(
@@ -196,6 +213,10 @@ class Settings(BaseSettings):
         "hold the API token.")
     alert_queue_max: int = Field(
         20, ge=1, description="Alert investigations waiting for a free cycle; more are refused with 503.")
+    alert_grouping: Literal["group", "fingerprint"] = Field(
+        "group", description="group: the alerts of one Alertmanager/Grafana notification group (same receiver and "
+        "groupKey) share one incident; fingerprint: every alert is its own incident. Payloads without a groupKey "
+        "are always one incident per alert.")
     # -- guards on action (issue #13) --------------------------------------------------------
     tier1_approval: Literal["auto", "manual"] = Field(
         "auto", description="auto: an escalation to tier 1 starts at once; manual: it waits for an operator's "

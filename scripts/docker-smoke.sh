@@ -96,9 +96,19 @@ PY
 ' || fail "the image lacks a tool, holds build tools, or misses its bundled files"
 log "tools, user, state directory and bundled prompts/schema: ok"
 
-# --- refuses to serve on 0.0.0.0 without a token -------------------------------------------------
+# --- refuses to serve without a checks file (TIEROPS_REQUIRE_CHECKS), or on 0.0.0.0 without a token ---
+STARTER=(-v "$ROOT/examples/checks-starter.yaml:/etc/tierops/checks.yaml:ro" -e TIEROPS_CHECKS=/etc/tierops/checks.yaml)
 set +e
 refusal="$(docker run --rm "$IMAGE" 2>&1 >/dev/null)"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "serve without a checks file exited $code, not 2: $refusal"
+case "$refusal" in
+    *"tierops: error: TIEROPS_REQUIRE_CHECKS is set and there is no checks file"*) log "no checks file: refused (exit 2)" ;;
+    *) fail "serve without a checks file did not print the refusal: $refusal" ;;
+esac
+set +e
+refusal="$(docker run --rm "${STARTER[@]}" "$IMAGE" 2>&1 >/dev/null)"
 code=$?
 set -e
 [ "$code" = 2 ] || fail "serve without a token exited $code, not 2: $refusal"
@@ -144,10 +154,12 @@ printf '%s\n' "$TOKEN" >"$WORK/token"
 chmod 0644 "$WORK/token"  # a throwaway token; the container's user must read it
 
 # --- run ---------------------------------------------------------------------------------------
-# TIEROPS_SCHEDULE=false: no cycle at start, so the session below is the only one.
+# TIEROPS_SCHEDULE=false: no cycle at start, so the session below is the only one. The starter checks
+# file is mounted as compose.yaml does (the image requires one); the session below asks for tier 1.
 docker run -d --name "$NAME" \
     -p 127.0.0.1::8080 \
     --health-interval=2s --health-start-period=60s \
+    "${STARTER[@]}" \
     -e TIEROPS_TOKEN_FILE=/run/secrets/tierops_token \
     -e TIEROPS_CLAUDE_BIN=/opt/fake/claude \
     -e TIEROPS_SCHEDULE=false \
@@ -207,7 +219,7 @@ field() {
 read -r code _ <<<"$(api --anonymous GET /api/v1/sessions)"
 [ "$code" = 401 ] || fail "GET /api/v1/sessions without the token answered $code, not 401"
 
-read -r code body <<<"$(api POST /api/v1/runs '{}')"
+read -r code body <<<"$(api POST /api/v1/runs '{"tier": 1}')"
 [ "$code" = 202 ] || fail "POST /api/v1/runs answered $code: $body"
 id="$(field "$body" id)"
 log "POST /api/v1/runs: session $id started"

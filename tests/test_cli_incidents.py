@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from app.config import Settings
+from app.engine.alerts import batches, parse_payload
+from app.store import alert_incidents
 from app.store.db import Database
+from app.supervisor.alerts import delivery
 from tests.test_cli import one_error_line, run
-from tests.web.test_incidents_api import seed_incidents
+from tests.web.test_incidents_api import HOSTILE_DETAIL, propose, seed_incidents
 
 OPERATOR = {"USER": "opsbot", "LOGNAME": "opsbot"}  # getpass.getuser() reads these first
 
@@ -89,6 +93,39 @@ def test_show_with_timeline(seeded_db):
     assert body["timeline"][0]["tier"] == 0
 
 
+def test_show_lists_the_proposed_actions(seeded_db):
+    db, ids = seeded_db
+    assert "proposed actions: none" in run("incidents", "show", str(ids["api"]), db=db).stdout.decode()
+    assert incident(db, ids["api"])["proposals"] == []
+    hostile = "line one\nFORGED line\x1b[2J" + HOSTILE_DETAIL
+
+    async def go() -> tuple[int, int]:
+        store = await Database.open(db)
+        try:
+            settings = Settings(home=db.parent / "state", db=db)
+            first = await propose(store, settings, [("restart", "api", "after the deploy")])
+            second = await propose(store, settings, [("<b>redeploy</b>\nFORGED", None, hostile)], tier=3, dry_run=True)
+            return first, second
+        finally:
+            await store.close()
+
+    first, second = asyncio.run(go())
+    out = run("incidents", "show", str(ids["api"]), db=db)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode()
+    section = text.split("proposed actions (not taken; each awaits a human):\n", 1)[1].split("timeline:\n")[0]
+    lines = section.splitlines()
+    assert len(lines) == 2  # newest first, each on one line whatever the model wrote
+    # routing lower-cased the kind and collapsed its whitespace; the detail is flattened here
+    assert f"session {second} (tier 3), dry run  <b>redeploy</b> forged (host-wide): line one FORGED line" in lines[0]
+    assert "\x1b" not in lines[0] and len(lines[0]) < 600  # the detail cut to 300 characters
+    assert lines[1].endswith(f"session {first} (tier 2)  restart api: after the deploy")
+    assert not any(line.startswith("FORGED") for line in text.splitlines())
+    body = incident(db, ids["api"])
+    assert [(p["session_pk"], p["kind"], p["detail"]) for p in body["proposals"]] == [
+        (second, "<b>redeploy</b> forged", hostile), (first, "restart", "after the deploy")]
+
+
 def test_ack_resolve_silence_record_the_unix_user(seeded_db):
     db, ids = seeded_db
     api = ids["api"]
@@ -151,3 +188,62 @@ def test_commands_never_create_a_database(tmp_path):
     out = run("incidents", db=tmp_path / "empty.db")
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode().strip() == "no unresolved incidents"
+
+
+# --- alert incidents --------------------------------------------------------------------------
+
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "alerts"
+
+
+def _alert_db(tmp_path: Path, body: dict) -> tuple[Path, int]:
+    """A database with the incident one webhook delivery opens (grouped, as the server does)."""
+    path = tmp_path / "alerts.db"
+
+    async def go() -> int:
+        db = await Database.open(path)
+        try:
+            [batch] = batches(parse_payload(body)[1], "group")
+            change = await alert_incidents.observe_alerts(db, delivery(batch), flap_count=3, flap_window_s=3600)
+            assert change is not None
+            return change.incident["id"]
+        finally:
+            await db.close()
+
+    return path, asyncio.run(go())
+
+
+def test_show_an_alert_group_with_its_links_annotations_and_alerts(tmp_path):
+    body = json.loads((SAMPLES / "grafana-group-firing.json").read_text(encoding="utf-8"))
+    db, pk = _alert_db(tmp_path, body)
+    out = run("incidents", "show", str(pk), db=db)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode()
+    assert "  name: Disk almost full, sent by grafana" in text
+    assert "  links:\n    runbook: https://runbooks.example.com/storage/disk-full\n    dashboard: Disk almost full on " \
+           "db-1: https://grafana.example.com/d/node-exporter-full?" in text
+    assert "  annotations:\n    runbook_url: https://runbooks.example.com/storage/disk-full" in text
+    assert "alerts: 2 firing, 0 resolved" in text
+    assert "  firing    critical  Disk almost full on db-1  (fingerprint 8d1f0c3e5b7a9264)" in text
+    assert "    panel: https://grafana.example.com/d/node-exporter-full?" in text
+    assert "    description: /var/lib/postgresql on db-2 has less than 10% free space." in text
+    shown = json.loads(run("incidents", "show", str(pk), "--json", db=db).stdout)
+    assert shown["name"] == "Disk almost full" and shown["alert_counts"] == {"firing": 2, "resolved": 0}
+    assert [a["fingerprint"] for a in shown["alerts"]] == ["8d1f0c3e5b7a9264", "e27a4b9c1d0f3865"]
+    assert shown["links"][0] == {"label": "runbook", "url": "https://runbooks.example.com/storage/disk-full"}
+
+
+def test_show_prints_sender_text_on_its_own_lines_without_control_characters(tmp_path):
+    body = json.loads((SAMPLES / "alertmanager-group-firing.json").read_text(encoding="utf-8"))
+    evil = body["alerts"][0]
+    evil["annotations"]["summary"] = "ok\x1b[2J\x1b[31mred\nfake line"
+    evil["annotations"]["runbook_url"] = "javascript:alert(1)"
+    evil["annotations"]["note"] = "x" * 5000
+    db, pk = _alert_db(tmp_path, body)
+    out = run("incidents", "show", str(pk), db=db)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode()
+    assert "\x1b" not in text and "\nfake line" not in text
+    assert "ok [2J [31mred fake line  (fingerprint 0b1e5d2a8c3f4e61)" in text  # escapes made visible, one line
+    assert "runbook: javascript:" not in text and "    runbook_url: javascript:alert(1)" in text  # text, not a link
+    alerts = text[text.index("  name: "):text.index("timeline:")]
+    assert max(len(line) for line in alerts.splitlines()) < 400  # each sender text cut on its line

@@ -92,3 +92,70 @@ def test_without_apprise_exits_2_with_the_fix(tmp_path):
                   TIEROPS_NOTIFY_URLS="json://127.0.0.1:9/x")
     assert out.returncode == 2, out.stderr
     assert "tierops: error: Apprise is not installed: install tierops[notify]" in out.stderr
+
+
+ROUTES = ("[{name: page, match: {severity: critical}, to: [pager]},"
+          " {name: team, match: {severity: warning}, to: [chat]}]")
+
+
+def test_a_route_test_reaches_only_the_urls_of_that_route(tmp_path, receiver):
+    urls = f"pager=json://{receiver.address}/pager/{TOKEN} chat=form://{receiver.address}/chat"
+    out = tierops(tmp_path, "notify", "test", "--route", "page", TIEROPS_NOTIFY_URLS=urls,
+                  TIEROPS_NOTIFY_ROUTES=ROUTES)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"json://{receiver.address}: ok"]
+    assert receiver.paths() == [f"/pager/{TOKEN}"]
+    assert "route page reaches this URL" in receiver.requests[0].json()["message"]
+    unknown = tierops(tmp_path, "notify", "test", "--route", "nope", TIEROPS_NOTIFY_URLS=urls,
+                      TIEROPS_NOTIFY_ROUTES=ROUTES)
+    assert unknown.returncode == 2 and "no notification route 'nope'" in unknown.stderr
+    assert "page, team, default" in unknown.stderr
+    broken = tierops(tmp_path, "notify", "test", TIEROPS_NOTIFY_URLS=urls,
+                     TIEROPS_NOTIFY_ROUTES="[{name: x, to: [a], match: {severity: urgent}}]")
+    assert broken.returncode == 2 and "$[0].match.severity: unknown severity 'urgent'" in broken.stderr
+    for text in (out.stdout, out.stderr, unknown.stderr, broken.stderr):
+        assert TOKEN not in text
+
+
+def _seed_incidents(tmp_path: Path) -> None:
+    """Two incidents in the state dir's database, as a cycle would leave them."""
+    import asyncio
+
+    from app.store.db import Database
+    from app.store.incidents import Finding, Observation, observe
+    from app.store.sessions import create_session
+
+    async def go() -> None:
+        (tmp_path / "home").mkdir(exist_ok=True)
+        async with await Database.open(tmp_path / "home" / "tierops.db") as db:
+            pk = await create_session(db, tier=0, model="tierops-probe", trigger="schedule")
+            await observe(db, pk, pk, Observation(findings=[
+                Finding("check:db-health", "critical", "db-health failing: refused", "db", "db-health", "probe"),
+                Finding("check:api-health", "warning", "api-health failing: HTTP 500", "api", "api-health", "probe")]),
+                flap_count=3, flap_window_s=3600)
+
+    asyncio.run(go())
+
+
+def test_preview_shows_which_message_would_go_where(tmp_path):
+    _seed_incidents(tmp_path)
+    urls = f"pager=json://u:{PASSWORD}@127.0.0.1:9/p chat=json://127.0.0.1:9/c"
+    out = tierops(tmp_path, "notify", "preview", TIEROPS_NOTIFY_URLS=urls, TIEROPS_NOTIFY_ROUTES=ROUTES)
+    assert out.returncode == 0, out.stderr
+    assert "[CRITICAL] db: db-health failing" in out.stdout and "→ page: json://127.0.0.1:9" in out.stdout
+    assert "[WARNING] api: api-health failing" in out.stdout and "→ team: json://127.0.0.1:9" in out.stdout
+    assert PASSWORD not in out.stdout + out.stderr
+    as_json = tierops(tmp_path, "notify", "preview", "--json", "--last", "1", TIEROPS_NOTIFY_URLS=urls,
+                      TIEROPS_NOTIFY_ROUTES=ROUTES, TIEROPS_NOTIFY_MIN_SEVERITY="critical")
+    import json
+    body = json.loads(as_json.stdout)
+    [incident] = body["incidents"]
+    [opened] = incident["messages"]
+    assert [r["name"] for r in body["routes"]] == ["page", "team", "default"]
+    if incident["incident"]["severity"] == "warning":
+        assert not opened["sent"] and opened["why"] == "below TIEROPS_NOTIFY_MIN_SEVERITY=critical"
+    else:
+        assert opened["sent"] and opened["routes"] == ["page"]
+    (tmp_path / "none").mkdir()
+    empty = tierops(tmp_path / "none", "notify", "preview")
+    assert empty.returncode == 2 and "no database" in empty.stderr

@@ -58,7 +58,8 @@ async def test_prune_json_report(tmp_path):
     assert report["dry_run"] is False and report["keep_days"] == 30 and report["cutoff"].endswith("Z")
     assert report["sessions"] == 3 and report["chains"] == 1
     assert sorted(report["session_ids"]) == sorted(made["chain"] + made["old"])
-    assert report["deleted"] == {"activity": 11, "output_attempts": 3, "check_results": 3, "cooldowns": 3}
+    assert report["deleted"] == {"activity": 11, "output_attempts": 3, "check_results": 3, "cooldowns": 3,
+                                 "maintenance_windows": 0}
     assert report["kept"] == {"events": 3, "memories": 3, "old_sessions": 1}
     assert report["folders"] == {"removed": 3, "bytes": 6, "missing": 0, "errors": []}
     assert set(report["space"]) == {"auto_vacuum", "page_size", "free_pages", "pages_reclaimed", "bytes_reclaimed",

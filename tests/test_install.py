@@ -290,6 +290,28 @@ def test_serve_on_all_interfaces_without_a_token_is_refused(installed: Installed
     assert "TIEROPS_TOKEN" in lines[0]
 
 
+def test_the_image_refuses_to_serve_without_a_checks_file(installed: Installed, tmp_path: Path) -> None:
+    """The image sets TIEROPS_REQUIRE_CHECKS=true (Dockerfile): without a checks file `serve` would start
+    every scheduled cycle at a paid tier, so it refuses with one line saying what to mount. compose.yaml
+    mounts the starter file, whose checks all pass on a fresh host (tests/probe/test_variables.py)."""
+    dockerfile = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    assert "TIEROPS_REQUIRE_CHECKS=true" in dockerfile
+    compose = (REPO / "compose.yaml").read_text(encoding="utf-8")
+    assert "source: ./examples/checks-starter.yaml" in compose and "TIEROPS_CHECKS: /etc/tierops/checks.yaml" in compose
+    token_file = tmp_path / "token"
+    token_file.write_text("install-test-" + secrets.token_hex(16), encoding="utf-8")
+    env = installed.env(tmp_path / "state", TIEROPS_REQUIRE_CHECKS="true", TIEROPS_TOKEN_FILE=str(token_file))
+    done = installed.run(env, "serve", "--host", "0.0.0.0", "--port", str(_free_port()), timeout=30)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.splitlines()
+    assert line.startswith("tierops: error: TIEROPS_REQUIRE_CHECKS is set and there is no checks file: `serve` would "
+                           "start every scheduled cycle at tier 1, a paid language-model run."), line
+    assert "TIEROPS_CHECKS=/etc/tierops/checks.yaml" in line and "examples/checks-starter.yaml" in line
+    assert not (tmp_path / "state" / "tierops.db").exists()  # refused before anything was created
+    starter = installed.run(env, "checks", "validate", str(REPO / "examples" / "checks-starter.yaml"))
+    assert starter.returncode == 0, starter.stderr
+
+
 def test_serve_with_a_token_file_runs_a_session_and_stops_on_sigterm(installed: Installed, tmp_path: Path) -> None:
     """What the image does: serve on 0.0.0.0 with TIEROPS_TOKEN_FILE, healthz, one run, SIGTERM."""
     token = "install-test-" + secrets.token_hex(16)

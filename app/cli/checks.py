@@ -80,8 +80,10 @@ def validate(file: str | None, as_json: bool) -> None:
         emit_json({"ok": True, "file": str(path), "checks": len(inv.checks), "hosts": len(inv.hosts),
                    "interval_s": inv.interval_s, "problems": []})
         return
+    windows = f", {len(inv.maintenance)} maintenance window(s)" if inv.maintenance else ""
     click.echo(f"{path}: {len(inv.checks)} checks, {len(inv.hosts)} hosts, "
-               + (f"interval {interval}" if interval else "no interval (the supervisor's schedule applies)"))
+               + (f"interval {interval}" if interval else "no interval (the supervisor's schedule applies)")
+               + windows)
 
 
 @checks.command("list")

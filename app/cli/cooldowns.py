@@ -1,5 +1,5 @@
-"""``tierops cooldowns``: the cooldown limits, what each service has used and the newest actions
-(issue #13).
+"""``tierops cooldowns``: the cooldown limits, what each service has used, the newest actions and,
+apart, the newest proposed actions with whether the limits would allow each now (issue #13).
 
 The same report as ``GET /api/v1/cooldowns`` and the overview's Cooldowns section
 (:func:`app.engine.cooldowns.report`), so an operator can see from a shell why an escalation was
@@ -9,6 +9,8 @@ part.
 """
 
 from __future__ import annotations
+
+import logging
 
 import click
 
@@ -25,14 +27,26 @@ from app.cli.base import run_async as _run
 from app.engine import cooldowns as cooldown_engine
 from app.engine.cooldowns import CooldownReport
 
+log = logging.getLogger(__name__)
+
+NAME_MAX = 120  # characters of a model-written kind or service on one line
+DETAIL_MAX = 300  # characters of a proposal's detail on one line (--json has all of it)
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters (model text may hold newlines and control
+    characters that would forge lines of their own)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
 
 @main.command()
 @state_options
 @json_option
 @click.option("--limit", type=click.IntRange(1, 500), default=20, show_default=True,
-              help="How many of the newest recorded actions to list.")
+              help="How many of the newest recorded actions, and of the newest proposed ones, to list.")
 def cooldowns(home: str | None, db: str | None, as_json: bool, limit: int) -> None:
-    """Cooldown limits, active windows and recent actions (restarts, redeploys, changes)."""
+    """Cooldown limits, active windows, recent actions (restarts, redeploys, changes) and proposed ones."""
     settings = load_settings(home=home, db=db)
     require_database(settings)
 
@@ -59,3 +73,13 @@ def cooldowns(home: str | None, db: str | None, as_json: bool, limit: int) -> No
         note = f" — {a['note']}" if a["note"] else ""
         click.echo(f"  {a['created_at']}  session {a['session_pk']}  {a['action']} "
                    f"{cooldown_engine.service_name(a['service'] or None)}: {a['outcome']}{note}")
+    if report["proposals"]:
+        click.echo("proposed actions (not taken, never counted; the limits now):")
+    for p in report["proposals"]:
+        incident = f"  incident {p['incident_id']}" if p["incident_id"] is not None else ""
+        dry = " (dry run)" if p["dry_run"] else ""
+        detail = f" — {one_line(p['detail'], DETAIL_MAX)}" if p["detail"] else ""
+        click.echo(f"  {p['created_at']}  session {p['session_pk']}{dry}{incident}  {one_line(p['kind'], NAME_MAX)} "
+                   f"{one_line(cooldown_engine.service_name(p['service']), NAME_MAX)}: proposed, "
+                   f"{cooldown_engine.judgement(p)}{detail}")
+

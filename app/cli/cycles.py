@@ -3,11 +3,22 @@ web server) and ``serve`` (the dashboard, the API and the schedule).
 
 All three create the state directory and database when there is none (they are how a new
 installation starts); all three log their cycles and sessions at info by default (issue #10).
+
+``serve`` and ``supervise`` with ``TIEROPS_REQUIRE_CHECKS`` (the container image sets it) refuse to
+start without a checks file: their scheduled cycles would otherwise start at tier 1, a paid
+language-model run. ``serve`` puts the address it listens on in its environment
+(``TIEROPS_SERVE_URL``/``_HOST``/``_PORT``, ``app/probe/variables.py``), so a checks file that watches
+TierOps itself follows ``--host``/``--port``.
+
+``run`` exits 0 when the chain ran, 1 when a session of it failed, :data:`EXIT_INTERRUPTED` (3)
+when none failed but one was interrupted (stopped by an operator, or by the supervisor shutting
+down), 2 for what an operator must fix, 130 when this command itself was stopped by a signal.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -26,9 +37,14 @@ from app.cli.base import run_async as _run
 from app.cli.schemas import read_schema_file
 from app.config import Settings
 from app.engine.contracts import ContractError, check_schema, resolve_spec
-from app.errors import TierOpsError
+from app.engine.maintenance import MaintenanceConfigError, setting_windows
+from app.errors import ConfigError, TierOpsError
+from app.notify.policy import quiet_hours
+from app.notify.routes import load_routes
+from app.notify.urls import notify_urls
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, load_inventory
+from app.probe.variables import serve_environment
 from app.store.rows import ChainLink
 from app.supervisor.chain import base_prompt, tier0_problem
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
@@ -36,8 +52,19 @@ from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
 log = logging.getLogger(__name__)
 
 
-def _supervisor_parts(home: str | None, db: str | None, checks: str | None = None) -> tuple[Settings, OutputValidator]:
+EXIT_INTERRUPTED = 3  # `run`: a session was interrupted (stopped by an operator or a shutdown), none failed
+
+
+def _supervisor_parts(home: str | None, db: str | None, checks: str | None = None, *,
+                      scheduled: str | None = None) -> tuple[Settings, OutputValidator]:
+    """Settings and validator for a command that runs cycles; ``scheduled``: the command's name when
+    it runs the schedule (``serve``, ``supervise``), which TIEROPS_REQUIRE_CHECKS applies to."""
     settings = load_settings(home=home, db=db, checks=checks)
+    if scheduled and settings.require_checks and settings.checks is None:
+        fail(f"TIEROPS_REQUIRE_CHECKS is set and there is no checks file: `{scheduled}` would start every scheduled "
+             "cycle at tier 1, a paid language-model run. Mount a checks file and point TIEROPS_CHECKS (or --checks) "
+             "at it, e.g. `-v ./checks.yaml:/etc/tierops/checks.yaml:ro -e TIEROPS_CHECKS=/etc/tierops/checks.yaml` "
+             "(examples/checks-starter.yaml passes on any host); or set TIEROPS_REQUIRE_CHECKS=false to start at tier 1")
     if settings.checks is not None:  # refuse a broken checks file before anything starts (issue #12)
         try:
             load_inventory(settings.checks)
@@ -45,6 +72,15 @@ def _supervisor_parts(home: str | None, db: str | None, checks: str | None = Non
             click.echo(str(exc), err=True)
             fail(f"the checks file {settings.checks} has {len(exc.problems)} problem(s); "
                  "fix them (`tierops checks validate`) or unset TIEROPS_CHECKS")
+    try:  # and a TIEROPS_MAINTENANCE that cannot be read: windows nobody could rely on
+        setting_windows(settings)
+    except MaintenanceConfigError as exc:
+        fail(str(exc))
+    try:  # and notification routes or quiet hours that cannot be read: messages would go astray
+        load_routes(settings, notify_urls(settings))
+        quiet_hours(settings.notify_quiet_hours)
+    except (ConfigError, ValueError) as exc:
+        fail(f"{exc}; fix it (`tierops doctor` checks the notification settings)")
     return settings, load_validator(settings.schema_file)
 
 
@@ -136,6 +172,8 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int | None, check
         click.echo(_render_chain(chain))
     if any(s["status"] == SessionStatus.FAILED for s in chain):
         sys.exit(1)
+    if any(s["status"] == SessionStatus.INTERRUPTED for s in chain):
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command()
@@ -147,7 +185,7 @@ def supervise(home: str | None, db: str | None, checks: str | None, once: bool) 
     interval, starting at tier 0), first one at start."""
     from app.supervisor.scheduler import Supervisor
 
-    settings, validator = _supervisor_parts(home, db, checks)
+    settings, validator = _supervisor_parts(home, db, checks, scheduled="supervise")
 
     async def go() -> None:
         async with await open_store(settings) as store:
@@ -175,7 +213,9 @@ def serve(home: str | None, db: str | None, host: str, port: int, checks: str | 
     """Serve the dashboard and REST API, and run the scheduled cycles (unless TIEROPS_SCHEDULE=false)."""
     from app.web.app import serve as serve_app
 
-    settings, _ = _supervisor_parts(home, db, checks)
+    settings, _ = _supervisor_parts(home, db, checks, scheduled="serve")
+    # The probe child and this process's own reads of the checks file see where we listen.
+    os.environ.update(serve_environment(host, port))
     try:
         serve_app(settings, host, port)
     except TierOpsError as exc:

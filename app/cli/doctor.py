@@ -13,28 +13,38 @@ Statuses: ``ok``; ``warn`` (works, but look); ``fail`` (TierOps cannot do its jo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import click
 
 from app.cli.base import CommandError, emit_json, json_option, main, state_options, try_settings, warn
 from app.config import ENV_FILE, Settings, unknown_settings
-from app.errors import TierOpsError
+from app.engine.maintenance import MaintenanceConfigError, setting_windows
+from app.errors import ConfigError, TierOpsError
+from app.notify.policy import quiet_hours
+from app.notify.routes import load_routes
+from app.notify.urls import NOT_INSTALLED, NOTIFY_SETTING_HINT, apprise_available, notify_urls
 from app.output.validate import OutputValidator, SchemaLoadError
 from app.probe.inventory import InventoryError, load_inventory
 from app.store.inspect import inspect_database
+from app.supervisor.credentials import current_fingerprint, read_pause_readonly
 from app.supervisor.runner import CLINotFound, child_env, resolve_binary
-from app.units import human_bytes
+from app.units import human_bytes, human_interval
+from app.vocab import FIRST_MODEL_TIER
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -53,6 +63,13 @@ DISK_FAIL_BYTES = 100 * 1024 * 1024
 DISK_WARN_BYTES = 1024 * 1024 * 1024
 CLOCK_SKEW_S = 300  # stored timestamps this far in the future mean the clock went back
 PROBE_TIMEOUT_S = 20
+PROBLEMS_SHOWN = 10  # FILE:LINE problems of a checks file listed on its line
+# --online: the Messages API's token count proves the credentials without running (or billing) a model.
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+COUNT_TOKENS_MODEL = "claude-haiku-4-5"  # any model id: a 401/403 comes before the model is looked at
+ANTHROPIC_VERSION = "2023-06-01"
+ONLINE_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -62,9 +79,9 @@ class Check:
     detail: str
 
 
-def check_settings(home: str | None, db: str | None) -> tuple[Check, Settings | None]:
+def check_settings(home: str | None, db: str | None, checks: str | None = None) -> tuple[Check, Settings | None]:
     try:
-        settings = try_settings(home=home, db=db)
+        settings = try_settings(home=home, db=db, checks=checks)
     except CommandError as exc:
         return Check("settings", "fail", f"{exc}; fix the variable (environment or {ENV_FILE})"), None
     try:
@@ -191,18 +208,200 @@ def check_credentials(settings: Settings) -> Check:
 
 
 def check_checks_file(settings: Settings) -> Check:
-    """The inventory (issue #12): loads and validates like `tierops checks validate`."""
+    """The inventory, judged as ``serve --checks FILE`` will run it: validated like
+    `tierops checks validate` (every ``FILE:LINE`` problem), and where scheduled cycles start."""
+    schedule = (f"on TIEROPS_CRON {settings.cron!r}" if settings.cron
+                else f"every {human_interval(settings.interval)} (TIEROPS_INTERVAL)")
     if settings.checks is None:
-        return Check("checks file", "skip", "none (TIEROPS_CHECKS): cycles start at tier 1, a language model, "
-                                            "with no inventory; see examples/checks.yaml")
+        if settings.require_checks:
+            return Check("checks file", "fail", "none, and TIEROPS_REQUIRE_CHECKS is set: `serve` and `supervise` "
+                                                "refuse to start; mount a checks file and set TIEROPS_CHECKS (or "
+                                                "--checks FILE), e.g. examples/checks-starter.yaml")
+        return Check("checks file", "skip", f"none (TIEROPS_CHECKS or --checks): scheduled cycles start at tier 1, a "
+                                            f"billed language-model run {schedule}, with no inventory; a checks file "
+                                            "starts them at tier 0 ($0), see examples/checks.yaml")
     try:
         inv = load_inventory(settings.checks)
     except InventoryError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return Check("checks file", "fail", f"{len(exc.problems)} problem(s) in {settings.checks}, first: {first}; "
+        shown = [str(exc).splitlines()[i] for i in range(min(len(exc.problems), PROBLEMS_SHOWN))]
+        more = f"; and {len(exc.problems) - PROBLEMS_SHOWN} more" if len(exc.problems) > PROBLEMS_SHOWN else ""
+        return Check("checks file", "fail", f"{len(exc.problems)} problem(s): {'; '.join(shown)}{more}; "
                                             "see `tierops checks validate`")
+    if not settings.cron:
+        interval = inv.interval_s or settings.interval
+        source = "the file's interval" if inv.interval_s else "TIEROPS_INTERVAL"
+        schedule = f"every {human_interval(interval)} ({source})"
     every = f", every {inv.interval_s:g} s" if inv.interval_s else f", every TIEROPS_INTERVAL={settings.interval} s"
-    return Check("checks file", "ok", f"{settings.checks}: {len(inv.checks)} check(s), {len(inv.hosts)} host(s){every}")
+    return Check("checks file", "ok", f"{settings.checks}: {len(inv.checks)} check(s), {len(inv.hosts)} host(s){every}; "
+                                      f"scheduled cycles start at tier 0 (the probe, no language model, $0) {schedule}")
+
+
+def check_model_tiers(settings: Settings, cli_found: bool, credentials_found: bool) -> Check:
+    """Which language-model tiers a failing check (or, without a checks file, a cycle) can reach:
+    the claude CLI, credentials, ``TIEROPS_MAX_TIER``, and a pause after rejected credentials
+    (read from the database, read-only)."""
+    who = "an incident" if settings.checks is not None else "a cycle"
+    if settings.max_tier < FIRST_MODEL_TIER:
+        return Check("model tiers", "ok", "none by design (TIEROPS_MAX_TIER=0): tier 0 alone; a failing check flags "
+                                          "a person (needs attention)")
+    tiers = f"tiers {FIRST_MODEL_TIER} to {settings.max_tier}" if settings.max_tier > FIRST_MODEL_TIER else "tier 1"
+    blockers: list[str] = []
+    notes: list[str] = []
+    if not cli_found:
+        blockers.append(f"no claude CLI ({settings.claude_bin!r})")
+    if not credentials_found:
+        blockers.append("no credentials")
+    pause = read_pause_readonly(settings.db_path)
+    if pause is not None and pause.fingerprint == current_fingerprint(settings):
+        blockers.append(pause.text())
+    elif pause is not None:
+        notes.append(f"a pause recorded at {pause.since} (the API rejected other credentials) lifts at the next "
+                     "cycle: the credentials changed since")
+    manual = [n for n in range(FIRST_MODEL_TIER, settings.max_tier + 1)
+              if getattr(settings, f"tier{n}_approval", "auto") == "manual"]
+    if manual:
+        which = " and ".join(map(str, manual))
+        notes.append(f"tier {which} waits for an operator's approval" if len(manual) == 1
+                     else f"tiers {which} wait for an operator's approval")
+    if settings.daily_budget_usd > 0:
+        notes.append(f"at most ${settings.daily_budget_usd:.2f} a day (TIEROPS_DAILY_BUDGET_USD)")
+    tail = f"; {'; '.join(notes)}" if notes else ""
+    if blockers:
+        instead = ("tier 0 still runs and a new incident flags a person instead" if settings.checks is not None
+                   else "cycles cannot run")
+        return Check("model tiers", "warn" if settings.checks is not None else "fail",
+                     f"{who} can reach none of {tiers}: {'; '.join(blockers)}; {instead}{tail}")
+    return Check("model tiers", "ok", f"{who} can escalate to {tiers} (claude CLI found, credentials set, "
+                                      f"TIEROPS_MAX_TIER={settings.max_tier}){tail}")
+
+
+def check_online(settings: Settings, environ: Mapping[str, str] | None = None,
+                 timeout: float = ONLINE_TIMEOUT_S) -> Check:
+    """``--online``: one request that proves the credentials work — the Messages API's
+    ``count_tokens`` (nothing billed, no model runs) with the credentials the CLI would send
+    (``x-api-key`` for ANTHROPIC_API_KEY, ``Authorization: Bearer`` for ANTHROPIC_AUTH_TOKEN, or
+    for CLAUDE_CODE_OAUTH_TOKEN when no API key is set, as the pinned CLI does), against
+    ANTHROPIC_BASE_URL when set. The line says what was proven; no value is ever printed."""
+    env = dict(os.environ if environ is None else environ)
+    base = (env.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL
+    headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json",
+               "user-agent": "tierops-doctor"}
+    used: list[str] = []
+    secrets = [v for v in (env.get(n, "").strip() for n in CREDENTIAL_VARS) if v]
+    if key := env.get("ANTHROPIC_API_KEY", "").strip():
+        headers["x-api-key"] = key
+        used.append("ANTHROPIC_API_KEY")
+    if token := env.get("ANTHROPIC_AUTH_TOKEN", "").strip():
+        headers["authorization"] = f"Bearer {token}"
+        used.append("ANTHROPIC_AUTH_TOKEN")
+    elif not key and (oauth := env.get("CLAUDE_CODE_OAUTH_TOKEN", "").strip()):
+        headers["authorization"] = f"Bearer {oauth}"
+        used.append("CLAUDE_CODE_OAUTH_TOKEN")
+    if not used:
+        return Check("online", "skip", "no credential in the environment to send (a `claude login` stored in the "
+                                       "CLI's HOME is proven by the first tier-1 run: a rejection pauses the model "
+                                       "tiers)")
+    where = _shown_url(base)
+    names = " and ".join(used)
+    if not where.startswith(("http://", "https://")):
+        return Check("online", "fail", f"ANTHROPIC_BASE_URL is not an http:// or https:// URL ({where})")
+    url = base.rstrip("/") + COUNT_TOKENS_PATH
+    body = json.dumps({"model": COUNT_TOKENS_MODEL, "messages": [{"role": "user", "content": "ping"}]}).encode()
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 (checked above)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 (http or https, checked above)
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        status, detail = exc.code, _scrub(_api_error(exc), secrets)
+        if status in (401, 403):
+            return Check("online", "fail", f"{names} rejected by {where}: HTTP {status} {detail}; set valid credentials "
+                                           "(TierOps passes them to the CLI) — with these, every language-model run "
+                                           "fails and the model tiers pause")
+        if status in (429, 500, 502, 503, 504, 529):
+            return Check("online", "warn", f"{where} answered HTTP {status} {detail}: not proven (the API is busy or "
+                                           f"failing; {names} was not refused); try again later")
+        return Check("online", "warn", f"{where} answered HTTP {status} {detail} to POST {COUNT_TOKENS_PATH}: {names} "
+                                       "was not refused but not proven either (a proxy without count_tokens?)")
+    except TimeoutError:
+        return Check("online", "fail", f"no answer from {where} within {timeout:g} s; check ANTHROPIC_BASE_URL, the "
+                                       "network and any proxy (HTTPS_PROXY)")
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, TimeoutError):
+            return Check("online", "fail", f"no answer from {where} within {timeout:g} s; check ANTHROPIC_BASE_URL, "
+                                           "the network and any proxy (HTTPS_PROXY)")
+        why = getattr(reason, "strerror", None) or str(reason)
+        return Check("online", "fail", f"cannot reach {where}: {_scrub(str(why), secrets)}; check ANTHROPIC_BASE_URL, "
+                                       "DNS, the network and any proxy (HTTPS_PROXY)")
+    except (OSError, ValueError) as exc:
+        return Check("online", "fail", f"cannot reach {where}: {_scrub(str(exc), secrets)}; check ANTHROPIC_BASE_URL")
+    return Check("online", "ok", f"{names} accepted by {where}: POST {COUNT_TOKENS_PATH} answered {status} (a token "
+                                 "count: no model ran, nothing billed)")
+
+
+def _shown_url(url: str) -> str:
+    """A base URL as a line may show it: no user or password."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+    except ValueError:
+        return "ANTHROPIC_BASE_URL (not a URL)"
+    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme in ("http", "https") else "ANTHROPIC_BASE_URL"
+
+
+def _api_error(exc: urllib.error.HTTPError) -> str:
+    """The API's error type and message from its JSON body, or the HTTP reason."""
+    try:
+        data = json.loads(exc.read(64 * 1024) or b"{}")
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            return f"{error.get('type') or 'error'}: {str(error.get('message') or '')[:200]}"
+    except (OSError, ValueError):
+        pass
+    return str(exc.reason or "")[:200]
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def check_maintenance(settings: Settings) -> Check:
+    """TIEROPS_MAINTENANCE reads as a list of windows (the checks file's own section is checked with
+    the file)."""
+    try:
+        found = setting_windows(settings)
+    except MaintenanceConfigError as exc:
+        return Check("maintenance", "fail", f"{exc}; fix the variable (environment or {ENV_FILE})")
+    if not found:
+        return Check("maintenance", "skip", "no windows in TIEROPS_MAINTENANCE (ad-hoc ones: `tierops maintenance add`)")
+    return Check("maintenance", "ok", f"{len(found)} window(s) in TIEROPS_MAINTENANCE: "
+                                      + ", ".join(w.name for w in found[:10]) + (" …" if len(found) > 10 else ""))
+
+
+def check_notifications(settings: Settings) -> Check:
+    """The Apprise URLs, the quiet hours and the routes read, and every tag a route sends to is
+    carried by a URL (names and counts only: URLs are secrets)."""
+    try:
+        urls = notify_urls(settings)
+        quiet_hours(settings.notify_quiet_hours)
+        table = load_routes(settings, urls)
+    except (ConfigError, ValueError) as exc:
+        return Check("notifications", "fail", f"{exc}; fix the setting (environment or {ENV_FILE})")
+    if not table.targets:
+        return Check("notifications", "skip", f"no URL: messages are recorded, not sent ({NOTIFY_SETTING_HINT})")
+    detail = (f"{len(table.targets)} URL(s), {settings.notify_min_severity} and above; routes: "
+              + (", ".join(r.name for r in table.routes) + f" (from {table.origin})" if table.routes else "none (every "
+                 "message to every URL)"))
+    if not apprise_available():
+        return Check("notifications", "fail", f"{detail}; {NOT_INSTALLED}")
+    if missing := table.unknown_tags():
+        return Check("notifications", "warn", f"{detail}; no URL carries the tag(s) {', '.join(missing)}: those "
+                                              "routes send nowhere (tag a URL as TAG=URL in TIEROPS_NOTIFY_URLS)")
+    return Check("notifications", "ok", detail + " (`tierops notify test` sends a test message)")
 
 
 def _probe_only(check: Check) -> Check:
@@ -241,29 +440,40 @@ def check_clock(newest: str | None, now: Callable[[], float] = time.time) -> Che
     return Check("clock", "ok", f"{current:%Y-%m-%dT%H:%M:%SZ} (local zone {tz})")
 
 
-def run_checks(home: str | None, db: str | None) -> list[Check]:
-    settings_check, settings = check_settings(home, db)
+def run_checks(home: str | None, db: str | None, checks_file: str | None = None, *,
+               online: bool = False) -> list[Check]:
+    settings_check, settings = check_settings(home, db, checks_file)
     checks = [settings_check]
     if settings is None:
         return checks
     db_check, newest = check_database(settings)
     cli, credentials = check_cli(settings), check_credentials(settings)
+    tiers = check_model_tiers(settings, cli_found=cli.status != "fail", credentials_found=credentials.status == "ok")
     if settings.checks is not None:
         cli, credentials = _probe_only(cli), _probe_only(credentials)
+    proven = [_probe_only(check_online(settings)) if settings.checks is not None else check_online(settings)] \
+        if online else []
     checks += [check_state_dir(settings), db_check, check_schema(settings), check_prompts(settings),
-               cli, credentials, check_checks_file(settings), check_disk(settings), check_clock(newest)]
+               cli, credentials, *proven, check_checks_file(settings), tiers, check_maintenance(settings),
+               check_notifications(settings), check_disk(settings), check_clock(newest)]
     return checks
 
 
 @main.command()
 @state_options
 @json_option
-def doctor(home: str | None, db: str | None, as_json: bool) -> None:
-    """Check the CLI, credentials, state directory, database, schema, prompts, checks file, disk and clock.
+@click.option("--checks", "checks_file", metavar="FILE", type=click.Path(dir_okay=False),
+              help="The checks file `serve --checks FILE` will run (or $TIEROPS_CHECKS): validated, and judged.")
+@click.option("--online", is_flag=True, default=False,
+              help="Also prove the credentials with one request to the API (count_tokens: nothing billed).")
+def doctor(home: str | None, db: str | None, as_json: bool, checks_file: str | None, online: bool) -> None:
+    """Check the CLI, credentials, state directory, database, schema, prompts, checks file, the model
+    tiers an incident can reach, maintenance windows, disk and clock.
 
-    One line per check (ok / warn / fail / skip); exit 1 if any fails. Changes nothing.
+    One line per check (ok / warn / fail / skip); exit 1 if any fails. Changes nothing (--online
+    sends one request that runs no model).
     """
-    checks = run_checks(home, db)
+    checks = run_checks(home, db, checks_file, online=online)
     if as_json:
         emit_json([asdict(c) for c in checks])
     else:

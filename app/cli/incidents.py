@@ -27,8 +27,14 @@ from app.cli.base import (
 )
 from app.cli.base import fail as _fail
 from app.cli.base import run_async as _run
+from app.cli.cooldowns import DETAIL_MAX, NAME_MAX, one_line
 from app.clock import utcnow
+from app.engine.alerts import URL_MAX
+from app.store import alert_incidents
+from app.store import cooldowns as action_store
 from app.store import incidents as incident_store
+from app.store.alert_incidents import AlertCounts, IncidentAlertRow
+from app.store.cooldowns import ProposalRow
 from app.store.db import Database
 from app.store.incidents import NOTE_MAX, UNTIL_HELP, IncidentStateError, parse_until
 from app.store.rows import IncidentRow, TimelineRow
@@ -37,6 +43,7 @@ from app.vocab import IncidentStatus, values
 T = TypeVar("T")
 
 STATUSES = ("unresolved", *values(IncidentStatus), "all")
+PROPOSALS_SHOWN = 500  # proposed actions `incidents show` lists, newest first
 
 
 def _store_call(ctx: click.Context, home: str | None, db: str | None,
@@ -98,7 +105,57 @@ def format_list(rows: list[IncidentRow], now: str) -> str:
     return "\n".join(lines)
 
 
-def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str) -> str:
+def format_proposals(proposals: list[ProposalRow]) -> list[str]:
+    """``proposed actions:`` and one line each (newest first), with the proposing session."""
+    if not proposals:
+        return ["proposed actions: none"]
+    lines = ["proposed actions (not taken; each awaits a human):"]
+    for p in proposals:
+        tier = f" (tier {p['tier']})" if p["tier"] is not None else ""
+        dry = ", dry run" if p["dry_run"] else ""
+        service = one_line(p["service"], NAME_MAX) if p["service"] else "(host-wide)"
+        detail = f": {one_line(p['detail'], DETAIL_MAX)}" if p["detail"] else ""
+        lines.append(f"  {_when(p['created_at'])}  session {p['session_pk']}{tier}{dry}  "
+                     f"{one_line(p['kind'], NAME_MAX)} {service}{detail}")
+    return lines
+
+
+ALERTS_SHOWN = 200  # alerts of one incident `incidents show` prints (--json: up to 1000)
+ALERT_TEXT_MAX = 300  # characters of one alert text (title, annotation, labels) on its line
+
+
+def format_alert_parts(i: IncidentRow, alerts: list[IncidentAlertRow], counts: AlertCounts) -> list[str]:
+    """An alert incident's name, sender, links, annotations and alerts: every text the sender's,
+    so each is one line, cut, without control characters."""
+    lines = [f"  name: {one_line(i['name'] or '-', NAME_MAX)}, sent by {i['alert_source'] or '-'}"]
+    links = i["links"] if isinstance(i["links"], list) else []
+    lines.append("  links:" if links else "  links: none")
+    lines += [f"    {one_line(str(link.get('label')), NAME_MAX)}: {one_line(str(link.get('url')), URL_MAX)}"
+              for link in links if isinstance(link, dict)]
+    notes = i["annotations"] if isinstance(i["annotations"], dict) else {}
+    lines.append("  annotations:" if notes else "  annotations: none")
+    lines += [f"    {one_line(k, NAME_MAX)}: {one_line(str(v), ALERT_TEXT_MAX)}" for k, v in notes.items()]
+    lines.append(f"alerts: {counts['firing']} firing, {counts['resolved']} resolved"
+                 + (f" (the first {len(alerts)} listed; --json lists more)" if len(alerts) < counts['firing'] + counts['resolved']
+                    else ""))
+    for a in alerts:
+        lines.append(f"  {a['status']:<8}  {a['severity']:<8}  {one_line(a['title'], ALERT_TEXT_MAX)}"
+                     f"  (fingerprint {one_line(a['fingerprint'], NAME_MAX)})")
+        if a["labels"]:
+            labels = ", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items()))
+            lines.append(f"    labels: {one_line(labels, ALERT_TEXT_MAX)}")
+        alert_links = [link for link in a["links"] or [] if isinstance(link, dict)]
+        lines += [f"    {one_line(str(link.get('label')), NAME_MAX)}: {one_line(str(link.get('url')), URL_MAX)}"
+                  for link in alert_links]
+        shown = {"summary", "runbook_url"} if any(link.get("label") == "runbook" for link in alert_links) else {"summary"}
+        lines += [f"    {one_line(k, NAME_MAX)}: {one_line(str(v), ALERT_TEXT_MAX)}"
+                  for k, v in (a["annotations"] or {}).items() if k not in shown]
+    return lines
+
+
+def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str,
+                    proposals: list[ProposalRow] | None = None,
+                    alerts: tuple[list[IncidentAlertRow], AlertCounts] | None = None) -> str:
     lines = [f"incident {i['id']} ({i['key']}): {i['status']}, {i['severity']}"
              + (f" [{_flags(i, now)}]" if _flags(i, now) else ""),
              f"  title: {i['title']}",
@@ -116,6 +173,10 @@ def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str) -> st
         lines.append(f"  note: {i['note']}")
     if i["evidence"]:
         lines.append("  evidence: " + "\n            ".join(i["evidence"].splitlines() or [""]))
+    if alerts is not None and i["origin"] == "alert":
+        lines += format_alert_parts(i, *alerts)
+    if proposals is not None:
+        lines += format_proposals(proposals)
     lines.append("timeline:")
     for t in timeline:
         where = f"session {t['session_pk']}" + (f" (tier {t['tier']})" if t["tier"] is not None else "") \
@@ -159,18 +220,24 @@ def incidents(ctx: click.Context, home: str | None, db: str | None, as_json: boo
 @json_option
 @click.pass_context
 def show(ctx: click.Context, incident_id: int, home: str | None, db: str | None, as_json: bool) -> None:
-    """One incident with its timeline."""
-    async def fetch(store: Database) -> tuple[IncidentRow | None, list[TimelineRow]]:
+    """One incident with the actions proposed for it and its timeline."""
+    async def fetch(store: Database) -> tuple[IncidentRow | None, list[TimelineRow], list[ProposalRow],
+                                              list[IncidentAlertRow], AlertCounts]:
         row = await incident_store.get_incident(store, incident_id)
-        return row, (await incident_store.timeline(store, incident_id) if row is not None else [])
+        if row is None:
+            return None, [], [], [], {"firing": 0, "resolved": 0}
+        return (row, await incident_store.timeline(store, incident_id),
+                await action_store.proposals(store, incident_id=incident_id, limit=PROPOSALS_SHOWN),
+                await alert_incidents.incident_alerts(store, incident_id, limit=alert_incidents.ALERTS_READ_MAX if as_json else ALERTS_SHOWN),
+                await alert_incidents.alert_counts(store, incident_id))
 
-    row, timeline = _store_call(ctx, home, db, fetch)
+    row, timeline, proposals, alerts, counts = _store_call(ctx, home, db, fetch)
     if row is None:
         _fail(f"no incident {incident_id} (see `tierops incidents --status all`)")
     if as_json:
-        emit_json({**row, "timeline": timeline})
+        emit_json({**row, "timeline": timeline, "proposals": proposals, "alerts": alerts, "alert_counts": counts})
     else:
-        click.echo(format_incident(row, timeline, utcnow()))
+        click.echo(format_incident(row, timeline, utcnow(), proposals, (alerts, counts)))
 
 
 Action = Callable[[Database, str, str | None], Awaitable[IncidentRow]]  # (store, actor, note)

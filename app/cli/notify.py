@@ -1,13 +1,17 @@
-"""``tierops notify test`` (issue #13): does each notification URL work, before an incident needs it.
+"""``tierops notify test`` and ``tierops notify preview``: do the notifications reach whom they
+should, before an incident needs them.
 
-Why a command: a mistyped Apprise URL or a revoked chat token is otherwise found out the day a
-real incident is not delivered (the overview shows it then, as ``failed``). This sends one test
-message to every URL of ``TIEROPS_NOTIFY_URLS`` (or ``TIEROPS_NOTIFY_URLS_FILE``), one Apprise
-object per URL, and prints one line per URL: its scheme and host only (URLs hold tokens and
-passwords; a token in the host position is shown the way Apprise masks it) and ``ok`` or the
-error. Exit 0 when every URL accepted the message, 1 when one did not, 2 when there is nothing to
-test (no URL configured, Apprise not installed, the URLs file unreadable). Nothing is stored: it
-needs no database.
+Why commands: a mistyped Apprise URL, a revoked chat token or a route that sends warnings to the
+pager is otherwise found out the day a real incident is (or is not) delivered.
+
+* ``test [--route NAME]`` sends one test message to every URL (of ``TIEROPS_NOTIFY_URLS`` or
+  ``TIEROPS_NOTIFY_URLS_FILE``, and the URLs routes name), or to the URLs of one route, and prints
+  one line per URL: its scheme and host only (URLs hold tokens and passwords) and ``ok`` or the
+  error. Exit 0 when every URL accepted it, 1 when one did not, 2 when there is nothing to test.
+  Nothing is stored: it needs no database.
+* ``preview [--last N] [--json]`` shows, for the last N incidents, which messages the settings in
+  force would send where (routes and URLs), or why not, beside what was really recorded. Nothing
+  is sent or stored; it reads an existing database.
 """
 
 from __future__ import annotations
@@ -16,9 +20,19 @@ import sys
 
 import click
 
-from app.cli.base import load_settings, main
+from app.cli.base import (
+    emit_json,
+    json_option,
+    load_settings,
+    main,
+    open_store,
+    require_database,
+    state_options,
+)
 from app.cli.base import run_async as _run
-from app.notify.sender import send_test
+from app.notify.preview import IncidentPreview
+from app.notify.sender import Notifier
+from app.notify.trial import send_test
 
 EXIT_FAILED = 1
 
@@ -29,14 +43,57 @@ def notify() -> None:
 
 
 @notify.command("test")
-def notify_test() -> None:
-    """Send a test message to every configured URL; one line per URL (scheme and host only) with
-    ok or the error. Exit 1 if one failed, 2 if none is configured or Apprise is missing."""
+@click.option("--route", metavar="NAME", help="Only the URLs of this route (TIEROPS_NOTIFY_ROUTES, the checks "
+              "file's notify.routes, or 'default').")
+def notify_test(route: str | None) -> None:
+    """Send a test message to every configured URL (or one route's); one line per URL (scheme and
+    host only) with ok or the error. Exit 1 if one failed, 2 if none is configured, the route is
+    unknown or Apprise is missing."""
     settings = load_settings()
-    results = _run(lambda: send_test(settings))
+    results = _run(lambda: send_test(settings, route))
     for result in results:
         click.echo(f"{result.shown}: {'ok' if result.error is None else 'failed: ' + result.error}")
     failed = sum(1 for r in results if r.error is not None)
     if failed:
         click.echo(f"tierops: {failed} of {len(results)} notification URL(s) failed", err=True)
         sys.exit(EXIT_FAILED)
+
+
+@notify.command("preview")
+@click.option("--last", type=click.IntRange(1, 200), default=10, show_default=True,
+              help="How many incidents (newest activity first).")
+@state_options
+@json_option
+@click.pass_context
+def notify_preview(ctx: click.Context, last: int, as_json: bool, home: str | None, db: str | None) -> None:
+    """Which messages the settings in force would send where, for the last incidents (routes,
+    URLs as scheme and host, or why not), beside what was really recorded. Sends nothing."""
+    settings = load_settings(ctx)
+    require_database(settings)
+
+    async def go() -> tuple[list[IncidentPreview], list[dict[str, object]]]:
+        async with await open_store(settings) as store:
+            notifier = Notifier(store, settings)
+            return await notifier.preview(last), notifier.routes_view()
+
+    previews, routes = _run(go)
+    if as_json:
+        emit_json({"routes": routes, "incidents": [
+            {"incident": {k: p.incident[k] for k in ("id", "key", "service", "severity", "status")},
+             "messages": [{"kind": m.kind, "title": m.title, "sent": m.sent, "routes": list(m.routes),
+                           "urls": list(m.urls), "why": m.why, "follows": m.follows} for m in p.lines],
+             "recorded": [{"kind": r["kind"], "title": r["title"], "status": r["status"], "routes": r["routes"],
+                           "why": r["why"]} for r in p.recorded]} for p in previews]})
+        return
+    click.echo("routes: " + "; ".join(f"{r['name']} ({r['match']}) → {', '.join(map(str, r['urls'])) or 'no URL'}"
+                                      for r in routes))
+    if not previews:
+        click.echo("no incidents yet: nothing to preview")
+    for p in previews:
+        inc = p.incident
+        click.echo(f"\nincident #{inc['id']} {inc['key']} ({inc['service'] or '-'}, {inc['severity']}, {inc['status']})")
+        for m in p.lines:
+            where = (f"→ {', '.join(m.routes)}: {', '.join(m.urls)}" if m.sent else f"✕ not sent: {m.why}")
+            click.echo(f"  {m.kind:<20} {m.title}\n  {'':<20} {where}{' (follows the opening)' if m.follows else ''}")
+        if p.recorded:
+            click.echo("  recorded: " + "; ".join(f"{r['kind']} {r['status']}" for r in p.recorded))

@@ -14,7 +14,9 @@ window arithmetic are pure functions here; rows come from ``app/store/cooldowns.
   ``failed`` (a failed restart still restarted something) and the markers'
   ``[COOLDOWN:…] success|failure``. Dry runs and proposals never count. Kinds are compared
   lower-cased, the markers' ``redeployment`` as ``redeploy``; services exactly (whitespace
-  collapsed when routed). A host-wide action (no service) has its own window.
+  collapsed when routed). A host-wide action (no service) has its own window. A dry-run
+  session's actions are stored as dry runs whatever it claimed (``app/store/findings.py``).
+* **Proposals** are shown apart, each with whether the limits would allow it now (:func:`judge`).
 * **A window** is per (kind, service): the taken actions of the last WINDOW; ``remaining`` is
   what is still allowed now, ``next_allowed_at`` when one more becomes allowed (None while some
   remain) and ``frees_at`` when the oldest falls out of the window.
@@ -32,7 +34,7 @@ from typing import Any, TypedDict
 from app.clock import utcnow
 from app.errors import ConfigError
 from app.store import cooldowns as store
-from app.store.cooldowns import ActionRow
+from app.store.cooldowns import ActionRow, ProposalRow
 from app.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -67,12 +69,23 @@ class WindowView(TypedDict):
     frees_at: str | None
 
 
+class ProposalView(ProposalRow):
+    """A proposed action with what the current limits say of it."""
+
+    allowed: bool  # the limits would allow one more now (always, for a kind without a limit)
+    limit: str | None  # "2/4h"; None: the kind has no limit
+    remaining: int | None  # how many more are allowed now; None: no limit
+    next_allowed_at: str | None  # when one more is allowed, while none is
+
+
 class CooldownReport(TypedDict):
-    """What the API, the overview and ``tierops cooldowns`` show."""
+    """What the API, the overview and ``tierops cooldowns`` show: actions taken (and dry runs) in
+    ``recent``, proposed ones apart in ``proposals``."""
 
     limits: Sequence[LimitView]
     active: Sequence[WindowView]
     recent: Sequence[ActionRow]
+    proposals: Sequence[ProposalView]
 
 
 @dataclass(frozen=True)
@@ -276,9 +289,33 @@ def prompt_block(active_windows: list[Window], limits: Mapping[str, Limit]) -> s
     return "\n".join(lines)
 
 
+def judge(proposal: ProposalRow, active_windows: Iterable[Window], limits: Mapping[str, Limit]) -> ProposalView:
+    """``proposal`` with whether the limits allow it now, on its own (each proposal is judged
+    against the actions taken, never against the other proposals)."""
+    room = allowance(proposal["kind"], proposal["service"], active_windows, limits)
+    if room is None:
+        return {**proposal, "allowed": True, "limit": None, "remaining": None, "next_allowed_at": None}
+    remaining, window = room
+    limit = limits[kind_of(proposal["kind"])]
+    return {**proposal, "allowed": remaining > 0, "limit": limit.text, "remaining": remaining,
+            "next_allowed_at": window.next_allowed_at if window is not None and remaining <= 0 else None}
+
+
+def judgement(view: ProposalView) -> str:
+    """``allowed now (1 of 2/4h left)``, ``over its limit 2/4h: next allowed at …``, ``no limit``."""
+    if view["limit"] is None:
+        return "no limit"
+    if view["allowed"]:
+        return f"allowed now ({view['remaining']} of {view['limit']} left)"
+    return f"over its limit {view['limit']}: next allowed at {view['next_allowed_at'] or 'never (limit 0)'}"
+
+
 async def report(db: Database, limits: Mapping[str, Limit], *, recent: int = 20,
                  now: str | None = None) -> CooldownReport:
-    """The limits, the active windows and the ``recent`` newest recorded actions."""
+    """The limits, the active windows, the ``recent`` newest recorded actions taken (or dry runs)
+    and the ``recent`` newest proposals, each judged against the limits now."""
+    windows_now = await active(db, limits, now)
     return {"limits": [lim.as_dict() for lim in limits.values()],
-            "active": [w.as_dict() for w in await active(db, limits, now)],
-            "recent": await store.recent_actions(db, recent)}
+            "active": [w.as_dict() for w in windows_now],
+            "recent": await store.recent_actions(db, recent),
+            "proposals": [judge(p, windows_now, limits) for p in await store.proposals(db, limit=recent)]}

@@ -12,6 +12,9 @@ counted, resolved — but *reading* a session for it and *deciding* on escalatio
   opened from model findings and did not report again. A session without structured output
   (markers, handoff.json) is read from its routed events and checks the same way.
   ``info`` findings never open an incident (they are recorded as events, as before).
+* **Linking proposals**: once applied, the session's proposed actions are linked to the incident
+  of the same service among those it touched, else to the only one it touched
+  (:func:`app.store.cooldowns.link_proposals`), so an incident lists what a tier wants done.
 * **Deciding** (:func:`decide`): an incident escalates when it opens, when it worsens (severity
   rises), and again when it recurs ``TIEROPS_ESCALATE_AFTER`` more cycles after its last
   escalation — not every cycle. Acknowledged incidents never re-escalate; silenced ones never
@@ -30,6 +33,9 @@ from typing import Any
 
 from app.clock import utcnow
 from app.config import Settings
+from app.engine.maintenance import ActiveWindow, covering
+from app.errors import ConfigError
+from app.store import cooldowns as action_store
 from app.store import findings, incidents
 from app.store.db import Database
 from app.store.incidents import SEVERITY_RANK, Change, Finding, Observation, ProbeResult
@@ -98,6 +104,8 @@ class Verdict:
     held: list[tuple[IncidentRow, str]] = field(default_factory=list)  # failing, not escalated: why
     resolved: list[IncidentRow] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)  # everything the session changed (notifications)
+    maintenance: dict[int, ActiveWindow] = field(default_factory=dict)  # incident id → the window holding it
+    after_maintenance: dict[int, str] = field(default_factory=dict)  # incident id → the window that just ended
 
     def gate_text(self) -> str:
         """Why a request to escalate was not acted on (stored on the session, shown on its page)."""
@@ -111,10 +119,16 @@ class Verdict:
         return "; ".join(f"incident #{row['id']} ({row['key']}): {why}" for row, why in self.escalate)
 
 
-def decide(changes: Iterable[Change], escalate_after: int, now: str | None = None) -> Verdict:
+def decide(changes: Iterable[Change], escalate_after: int, now: str | None = None, *,
+           maintenance: Mapping[int, ActiveWindow] | None = None,
+           after_maintenance: Mapping[int, str] | None = None) -> Verdict:
+    """``maintenance``: incidents a window holds (never escalated while it does);
+    ``after_maintenance``: incidents whose window just ended (escalated as if they had just
+    opened, unless acknowledged or silenced)."""
     now = now or utcnow()
     changes = list(changes)
-    verdict = Verdict(changes=changes)
+    verdict = Verdict(changes=changes, maintenance=dict(maintenance or {}),
+                      after_maintenance=dict(after_maintenance or {}))
     for ch in changes:
         row = ch.incident
         if ch.kind == "resolved":
@@ -123,8 +137,15 @@ def decide(changes: Iterable[Change], escalate_after: int, now: str | None = Non
         if SEVERITY_RANK.get(row["severity"], 1) < SEVERITY_RANK["warning"]:
             verdict.held.append((row, "severity info: recorded, never escalated"))
             continue
+        if (window := verdict.maintenance.get(row["id"])) is not None:
+            verdict.held.append((row, f"in maintenance window {window.name} until {window.until}"))
+            continue
         if row["silenced_until"] and row["silenced_until"] > now:
             verdict.held.append((row, f"silenced until {row['silenced_until']} by {row['silenced_by'] or 'an operator'}"))
+            continue
+        if (ended := verdict.after_maintenance.get(row["id"])) is not None \
+                and row["status"] != IncidentStatus.ACKNOWLEDGED:
+            verdict.escalate.append((row, f"maintenance window {ended} ended and it is still failing"))
             continue
         if ch.kind == "opened":
             if row["flapping"] and ch.flap_escalated:
@@ -168,7 +189,8 @@ async def track(db: Database, settings: Settings, row: SessionRow, chain_id: int
     now = utcnow()
     changes = await incidents.observe(db, row["id"], chain_id, obs, flap_count=settings.flap_count,
                                       flap_window_s=settings.flap_window, now=now)
-    verdict = decide(changes, settings.escalate_after, now)
+    held, ended = await apply_maintenance(db, settings, changes, now)
+    verdict = decide(changes, settings.escalate_after, now, maintenance=held, after_maintenance=ended)
     for ch in changes:
         if ch.kind in ("opened", "worsened", "resolved"):
             inc = ch.incident
@@ -177,4 +199,34 @@ async def track(db: Database, settings: Settings, row: SessionRow, chain_id: int
                     inc["severity"],
                     f" after {inc['duration_s']:.0f} s" if ch.kind == "resolved" and inc["duration_s"] else "",
                     extra={"incident": inc["id"], "session": row["id"], "chain": chain_id})
+    # the session's proposed actions belong to the incident they would fix (its service, else the only one)
+    await action_store.link_proposals(db, row["id"], [ch.incident for ch in changes])
     return verdict
+
+
+async def apply_maintenance(db: Database, settings: Settings, changes: Iterable[Change],
+                            now: str) -> tuple[dict[int, ActiveWindow], dict[int, str]]:
+    """Which of the changed, unresolved incidents a maintenance window holds now (marked so on the
+    incident), and which one held them and has ended (the mark cleared): ``(held, ended)``, by
+    incident id. A broken ``TIEROPS_MAINTENANCE`` (refused at start) holds nothing; logged."""
+    held: dict[int, ActiveWindow] = {}
+    ended: dict[int, str] = {}
+    for ch in changes:
+        inc = ch.incident
+        if ch.kind == "resolved":
+            continue
+        try:
+            window = await covering(db, settings, service=inc["service"],
+                                    check=inc.get("name") or inc["check_name"], now=now)
+        except ConfigError as exc:
+            log.error("maintenance windows cannot be read (%s); incident %d is not held", exc, inc["id"])
+            window = None
+        if window is not None:
+            held[inc["id"]] = window
+        elif inc.get("maintenance"):
+            ended[inc["id"]] = str(inc["maintenance"])
+    if held:
+        await incidents.hold_in_maintenance(db, [(pk, w.name, w.until) for pk, w in held.items()], now)
+    if ended:
+        await incidents.end_maintenance(db, list(ended), now)
+    return held, ended

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.clock import utcnow
 from app.output.extract import extract_json
-from app.output.outcome import Budget, RunStatus, decide_status
+from app.output.outcome import Budget, CredentialsRejected, RunStatus, decide_status
 from app.output.validate import OutputValidator, ValidationIssue, ValidationResult
 from app.store.attempts import AttemptRecord
 from app.store.sessions import SessionSummary
@@ -35,6 +35,7 @@ class Recording:
     result: ResultLine | None = None
     last_retry: dict[str, Any] | None = None
     structured_calls: list[Any] = field(default_factory=list)  # StructuredOutput tool inputs
+    rejected: CredentialsRejected | None = None  # the first line saying the API refused the credentials
 
 
 @dataclass

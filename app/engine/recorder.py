@@ -67,7 +67,7 @@ from app.errors import StorageUnavailable
 from app.logs import oneline
 from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
-from app.output.outcome import Budget
+from app.output.outcome import Budget, CredentialsRejected, credentials_rejected
 from app.output.rejections import CliRejection, RejectionTracker
 from app.output.route import Routed, from_fallback, from_output
 from app.output.spec import OutputSpec
@@ -321,6 +321,8 @@ class SessionRecorder:
                     self.current.structured_calls.append(tool.get("input"))
         elif isinstance(parsed, ResultLine):
             self.current.result = parsed
+            if self.current.rejected is None:
+                self.current.rejected = credentials_rejected(result=parsed)
         elif isinstance(parsed, SystemLine):
             sub = parsed.subtype
             if sub == "init":
@@ -329,6 +331,14 @@ class SessionRecorder:
                 self.cwd = self.cwd or parsed.cwd
             elif sub == "api_retry":
                 self.current.last_retry = parsed.data
+                if self.current.rejected is None:
+                    self.current.rejected = credentials_rejected(parsed.data)
+
+    @property
+    def credentials_rejected(self) -> CredentialsRejected | None:
+        """The current attempt's stream said the API refused the credentials (401/403): the
+        supervisor stops the CLI at once rather than sit through its retries."""
+        return self.current.rejected
 
     async def flush(self, *, wait: bool = False) -> None:
         """Write every buffered line and wait until it is committed (and published).

@@ -16,6 +16,7 @@ The rules:
   ``TIEROPS_HOME/sessions/<id>`` (only that folder, never a symlink, never anything outside
   ``sessions/``; an ingested session's recorded ``cwd`` is never touched). Events and memories are
   kept, without their session. (Open incidents, which must be kept too, do not exist yet.)
+* Ad-hoc maintenance windows that ended before the cutoff go too (they belong to no session).
 * Deleting happens in short write transactions of at most :data:`BATCH_SESSIONS` sessions and a
   budget of stored lines; a bigger transcript is first deleted in chunks of that many lines.
   The budget adapts so that each transaction lasts about :data:`TARGET_WRITE` (lines range from
@@ -78,6 +79,7 @@ class DeletedRows(TypedDict):
     output_attempts: int
     check_results: int
     cooldowns: int
+    maintenance_windows: int  # ad-hoc windows that ended before the cutoff (no session of their own)
 
 
 class KeptRows(TypedDict):
@@ -242,7 +244,8 @@ def _remove_folders(root: Path, ids: Sequence[int], report: FolderReport, *, dry
 def _empty_report(days: int, cutoff: str | None, dry_run: bool) -> PruneReport:
     return {
         "dry_run": dry_run, "keep_days": days, "cutoff": cutoff, "sessions": 0, "chains": 0, "session_ids": [],
-        "deleted": {"activity": 0, "output_attempts": 0, "check_results": 0, "cooldowns": 0},
+        "deleted": {"activity": 0, "output_attempts": 0, "check_results": 0, "cooldowns": 0,
+                    "maintenance_windows": 0},
         "kept": {"events": 0, "memories": 0, "old_sessions": 0},
         "folders": {"removed": 0, "bytes": 0, "missing": 0, "errors": []},
         "skipped": 0, "space": None, "seconds": 0.0,
@@ -288,6 +291,7 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
             _add(report, ids, counts)
             report["chains"] = sum(1 for u in units if len(u.ids) > 1)
             await asyncio.to_thread(_remove_folders, root, ids, report["folders"], dry_run=True)
+        report["deleted"]["maintenance_windows"] = await retention.delete_maintenance_windows(db, cutoff, dry_run=True)
         report["space"] = _space(before, before, before, None, dry_run=True, will_vacuum=vacuum)
     else:
         pace, done = _Pace(), 0
@@ -302,6 +306,7 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
                 gone = [i for i in deleted if i not in taken]
                 await asyncio.to_thread(_remove_folders, root, gone, report["folders"], dry_run=False)
             await asyncio.sleep(PAUSE)
+        report["deleted"]["maintenance_windows"] = await retention.delete_maintenance_windows(db, cutoff)
         report["space"] = await _reclaim(db, before, full=vacuum)
     report["seconds"] = round(time.monotonic() - started, 3)
     return report
@@ -400,6 +405,8 @@ def summary_line(r: PruneReport) -> str:
             f"{_n(d['check_results'], 'check result')}, {_n(d['cooldowns'], 'cooldown')}, "
             f"{_n(f['removed'], 'session folder')} ({human_bytes(f['bytes'])}); "
             f"kept {_n(k['events'], 'event')} and {_memories(k['memories'])}")
+    if d["maintenance_windows"]:
+        text += f"; {_n(d['maintenance_windows'], 'ended maintenance window')}"
     if r["space"] and r["space"]["vacuum"]:
         text += f"; {human_bytes(r['space']['bytes_reclaimed'])} returned to the file system"
     return text
@@ -420,6 +427,9 @@ def describe(r: PruneReport) -> list[str]:
                      f"({human_bytes(f['bytes'])})")
         lines.append(f"  kept: {_n(k['events'], 'event')} and {_memories(k['memories'])} of these sessions (now "
                      "without their session)")
+    if d["maintenance_windows"]:
+        lines.append(f"  {'would delete' if r['dry_run'] else 'deleted'} "
+                     f"{_n(d['maintenance_windows'], 'maintenance window')} that ended before the cutoff")
     if k["old_sessions"]:
         lines.append(f"  kept {_n(k['old_sessions'], 'older session')}: running, or in a chain with a running or "
                      "newer session")

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.config import Settings
 from app.logs import oneline
-from app.notify.sender import UrlMask
+from app.notify.urls import UrlMask
 from app.tasks import spawn
 
 log = logging.getLogger(__name__)

@@ -8,12 +8,14 @@ Formats (from the Go tool TierOps replaces)::
 
 What is kept from the Go original (issue #11, "the legacy path, faithful"):
 
-* **Levels** are the Go original's, case-insensitive: ``info``; ``warning``/``warn`` → warning;
-  ``error``/``fatal``/``critical`` → critical. These are stored without a flag, as the Go tool
-  stored them. Any other level (``urgent``, ``P1``, ``sev-2``) is *kept as written* in
-  ``original_level`` — that column being set is the flag ("this level was not recognised") — and
-  stored as ``warning``, because ``events.level`` only holds info/warning/critical and an
-  unrecognised level must neither be dropped nor silently promoted to a page-the-human critical.
+* **Levels** map as the Go original's ``normalizeEventLevel`` does (joestump/claude-ops,
+  ``internal/session/manager.go``), case-insensitive: ``warning``/``warn``/``degraded`` → warning;
+  ``critical``/``error``/``err``/``fatal``/``failure``/``failed`` → critical; *anything else* →
+  info (``info``, and the agent's own words: ``success``, ``ok``, ``healthy``, ``debug``,
+  ``urgent``, ``P1``…). Levels the Go switch names (and ``info``) are stored without a flag; any
+  other is also *kept as written* in ``original_level`` — that column being set is the flag ("this
+  level was not one of the named ones"), so ``[EVENT:urgent]`` stored as info still shows what the
+  model wrote.
 * **Names** run to the closing bracket, as in the Go original: a service may contain hyphens,
   dots, spaces, slashes, ``@`` and colons (``[EVENT:critical:payments api v2]``,
   ``[COOLDOWN:restart:web-1.example.com:8080]``); only ``[``, ``]`` and line breaks end it. A
@@ -43,16 +45,20 @@ import re
 from dataclasses import dataclass, field
 
 KNOWN_LEVELS = ("info", "warning", "critical")
-# The Go original's levels and their TierOps severity (issue #11). Anything else is "unknown".
+# The levels the Go original's normalizeEventLevel names, and their severity there; with "info".
 GO_LEVELS = {
     "info": "info",
     "warning": "warning",
     "warn": "warning",
-    "error": "critical",
-    "fatal": "critical",
+    "degraded": "warning",
     "critical": "critical",
+    "error": "critical",
+    "err": "critical",
+    "fatal": "critical",
+    "failure": "critical",
+    "failed": "critical",
 }
-UNKNOWN_LEVEL = "warning"  # where an unrecognised level is stored; original_level keeps the text
+UNKNOWN_LEVEL = "info"  # the Go original's default case; original_level keeps the text as written
 
 # Up to the closing bracket (issue #11): anything but brackets and line breaks.
 _NAME = r"[^\[\]\r\n]+"
@@ -86,7 +92,7 @@ class MarkerEvent:
     level: str
     service: str | None
     message: str
-    original_level: str | None = None  # set (as written) only when the level was not a Go level
+    original_level: str | None = None  # set (as written) only when the Go original's switch does not name it
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,9 @@ class MarkerCooldown:
 
 
 def map_level(written: str) -> tuple[str, str | None]:
-    """``(stored level, original_level)`` for a marker's level: a Go level maps without a flag,
-    anything else is stored as :data:`UNKNOWN_LEVEL` with the level kept as written."""
+    """``(stored level, original_level)`` for a marker's level: a level the Go original names maps
+    without a flag, anything else is stored as :data:`UNKNOWN_LEVEL` (info, as in the Go original)
+    with the level kept as written."""
     known = GO_LEVELS.get(written.lower())
     return (known, None) if known else (UNKNOWN_LEVEL, written)
 

@@ -14,6 +14,11 @@
   and no ``terminal_reason``, exit code 1 (``tests/realcli/test_budget.py``, fixture
   ``o_max_budget_usd``). The spend overshoots the amount by up to one response. Such a run is
   ``failed`` with "budget exceeded: $spent of $limit (SETTING)"; it is not an API failure.
+* Rejected credentials (:func:`credentials_rejected`): the pinned CLI retries an HTTP 401 like a
+  5xx — about three minutes of ``system/api_retry`` lines with ``error_status: 401`` and ``error:
+  "authentication_failed"`` before its result (reference §6, fixture ``f_api_401``). The first
+  such line (or a result with ``api_error_status`` 401/403) already says everything: the
+  supervisor stops the CLI there and fails the session with :meth:`CredentialsRejected.reason`.
 """
 
 from __future__ import annotations
@@ -50,6 +55,42 @@ class RunStatus:
     status: str  # completed | failed
     reason: str | None
     api_failure: bool = False  # the model could not be reached: never a reason to escalate
+
+
+# HTTP statuses that mean "these credentials are refused" (not "try again"), and the category the
+# CLI's api_retry line gives (reference §4.5; 403 is not captured: named after the API's error type).
+REJECTED_STATUSES = {401: "authentication_failed", 403: "permission_error"}
+
+
+@dataclass(frozen=True)
+class CredentialsRejected:
+    """The API refused the credentials the CLI was given: HTTP ``status``, the CLI's ``error`` word."""
+
+    status: int
+    error: str
+
+    def reason(self) -> str:
+        """The session's reason: what happened and what to do."""
+        return (f"API key rejected (HTTP {self.status} {self.error}): the API refused the credentials the claude CLI "
+                "was given (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN, at ANTHROPIC_BASE_URL "
+                "when set); the CLI was stopped instead of retrying for minutes. Set valid credentials in TierOps' "
+                "environment and restart it (`tierops doctor --online` checks them); the language-model tiers stay "
+                "paused until the credentials change")
+
+
+def credentials_rejected(retry: dict[str, Any] | None = None,
+                         result: ResultLine | None = None) -> CredentialsRejected | None:
+    """A :class:`CredentialsRejected` when an ``api_retry`` line's ``error_status`` or a result's
+    ``api_error_status`` is 401 or 403; None otherwise (any other failure may pass)."""
+    if retry is not None:
+        status = retry.get("error_status")
+        if isinstance(status, int) and not isinstance(status, bool) and status in REJECTED_STATUSES:
+            error = retry.get("error")
+            word = error if isinstance(error, str) and error.strip() else REJECTED_STATUSES[status]
+            return CredentialsRejected(status, as_text(word, 60))
+    if result is not None and result.is_error and (status := result.api_error_status) in REJECTED_STATUSES:
+        return CredentialsRejected(status, REJECTED_STATUSES[status])
+    return None
 
 
 def decide_status(result: ResultLine | None, exit_code: int | None = None,

@@ -13,9 +13,10 @@ service and category) are the memory lifecycle of ``app/store/memories.py`` (iss
 
 Actions (issue #13): the contract's ``actions`` are routed with their kind lower-cased and their
 service's whitespace collapsed (as markers' names are), so ``Restart`` of ``api `` counts with
-``restart`` of ``api``. Those taken or dry-run go to the ``cooldowns`` table (with the markers'
-``[COOLDOWN:…]``); proposed ones are not actions taken and stay in the session's structured
-output, where :func:`proposed_actions` reads them for the chain's cooldown guard.
+``restart`` of ``api``. All of them go to the ``cooldowns`` table (with the markers'
+``[COOLDOWN:…]``), proposed ones with outcome ``proposed`` (never counted: they were not taken);
+the chain's cooldown guard reads a session's proposals from its structured output
+(:func:`proposed_actions`), exactly as the model handed them on.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ A broken file is reported all at once, every problem as ``FILE:LINE: message``: 
 errors, violations of ``schemas/checks.json`` (each mapped back to the YAML line of the node it
 is about), duplicate names and keys, durations out of range, malformed targets and options that
 do not apply to the check's kind. Unknown keys are errors, so a typo (``tmeout``) never passes
-silently with the default in its place.
+silently with the default in its place. The ``maintenance:`` section (windows in which incidents
+are recorded but nothing escalates) is parsed by ``app/probe/maintenance.py``, which the setting
+``TIEROPS_MAINTENANCE`` shares; its problems are reported here like every other.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from jsonschema import Draft202012Validator, ValidationError
 
 from app.errors import InputError
 from app.paths import BUNDLED_DIR
+from app.probe.maintenance import SOURCE_CHECKS_FILE, WindowSpec, parse_windows, restore_times
 from app.probe.targets import (
     DURATION_PATTERN,
     NAME_PATTERN,
@@ -36,6 +39,7 @@ from app.probe.targets import (
     split_host_port,
     valid_hostname,
 )
+from app.probe.variables import substitute
 from app.vocab import Level
 
 log = logging.getLogger(__name__)
@@ -109,6 +113,8 @@ class Inventory:
     interval_s: float | None
     hosts: tuple[Host, ...]
     checks: tuple[CheckSpec, ...]
+    maintenance: tuple[WindowSpec, ...] = ()
+    notify_routes: list[dict[str, Any]] | None = None  # notify.routes, as written (app/notify/routes.py reads them)
 
 
 @dataclass(frozen=True, order=True)
@@ -151,7 +157,11 @@ def load_inventory(path: str | Path) -> Inventory:
                                                   "(see schemas/checks.json)")])
     data = _stringify_keys(data)
     lines = _Lines(root)
-    problems = lines.duplicate_keys() + _schema_problems(data, lines) + _semantic_problems(data, lines)
+    if isinstance(data, dict) and "maintenance" in data:  # `start: 02:00` unquoted is 120 to YAML 1.1
+        restore_times(data["maintenance"], lines.node(["maintenance"]))
+    data, unknown = substitute(data)  # ${TIEROPS_SERVE_URL} and friends (app/probe/variables.py)
+    problems = [Problem(lines.line(where), message) for where, message in unknown]
+    problems += lines.duplicate_keys() + _schema_problems(data, lines) + _semantic_problems(data, lines)
     if problems:
         raise InventoryError(path, problems)
     inv = _build(path, data, lines)
@@ -268,6 +278,8 @@ def _short(value: Any) -> str:
 def _schema_problems(data: Any, lines: _Lines) -> list[Problem]:
     problems: list[Problem] = []
     for error in _validator().iter_errors(data):
+        if list(error.absolute_path)[:1] == ["maintenance"]:
+            continue  # the maintenance section's own parser says what is wrong (_semantic_problems)
         problems.extend(_describe(error, lines))
     return problems
 
@@ -330,6 +342,20 @@ def _semantic_problems(data: Any, lines: _Lines) -> list[Problem]:
     if interval is not None and 0 < interval < MIN_INTERVAL_S:
         problems.append(Problem(lines.line(["interval"]), f"interval: {format_duration(interval)} is too short; "
                                                           f"the minimum is {format_duration(MIN_INTERVAL_S)}"))
+    if "maintenance" in data:
+        _, found = parse_windows(data["maintenance"], SOURCE_CHECKS_FILE, ["maintenance"], lines=lines)
+        problems += [Problem(lines.line(path), message) for path, message in found]
+    routes = data.get("notify", {}).get("routes") if isinstance(data.get("notify"), dict) else None
+    if isinstance(routes, list):  # the schema checks each route's shape; names must also be unique
+        seen: set[str] = set()
+        for i, route in enumerate(routes):
+            name = route.get("name") if isinstance(route, dict) else None
+            if isinstance(name, str) and name in seen:
+                problems.append(Problem(lines.line(["notify", "routes", i, "name"]),
+                                        f"notify.routes[{i}].name: {name!r} names an earlier route too; route "
+                                        "names are unique"))
+            elif isinstance(name, str):
+                seen.add(name)
     for section in ("hosts", "checks"):
         items = data.get(section)
         if not isinstance(items, list):
@@ -409,7 +435,10 @@ def _build(path: Path, data: dict[str, Any], lines: _Lines) -> Inventory:
             verify=item.get("verify", True), method=item.get("method", "GET"),
             headers=tuple((item.get("headers") or {}).items()), description=item.get("description"),
             line=lines.line(["checks", i])))
-    return Inventory(path=path, interval_s=parse_duration(data.get("interval")), hosts=hosts, checks=tuple(checks))
+    windows, _ = parse_windows(data.get("maintenance") or [], SOURCE_CHECKS_FILE, ["maintenance"], lines=lines)
+    return Inventory(path=path, interval_s=parse_duration(data.get("interval")), hosts=hosts, checks=tuple(checks),
+                     maintenance=tuple(windows),
+                     notify_routes=(data.get("notify") or {}).get("routes"))
 
 
 # --- the language-model tiers' view -----------------------------------------------------------

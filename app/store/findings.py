@@ -1,6 +1,11 @@
 """What sessions found: ``events``, ``check_results`` and ``cooldowns`` (and, via
 :func:`write_routed`, the memories they taught).
 
+``cooldowns`` holds every action a session reported — taken, dry runs and proposals — and
+:func:`write_routed` reads the session's ``dry_run`` flag in the same transaction: a dry-run
+session's "done"/"failed" (or markers' "success"/"failure") is stored as ``dry-run``, whatever the
+model wrote, so a read-only run can never use up a cooldown.
+
 Routing decides *what* to store (``app/output/route.py``: structured output wins, markers and
 ``handoff.json`` are the fallback); this module writes it, inside the caller's transaction
 (:func:`app.store.sessions.finish_session`), so a session's findings appear all at once.
@@ -21,9 +26,13 @@ from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
-# The contract's action results written to ``cooldowns`` (issue #13): taken (done, failed) and dry
-# runs (shown, never counted). ``proposed`` stays in the session's structured output.
-RECORDED_RESULTS = ("done", "failed", "dry-run")
+# The contract's action results written to ``cooldowns``: taken (done, failed), dry runs and
+# proposals (shown, never counted: only ``app/store/cooldowns.TAKEN_OUTCOMES`` count).
+RECORDED_RESULTS = ("done", "failed", "dry-run", "proposed")
+# What a dry-run session claims as taken (the contract's results, the markers' outcomes) is stored
+# as ``dry-run``: its tools were read-only, so nothing it reports can count against a limit.
+CLAIMED_TAKEN = ("done", "failed", "success", "failure")
+DRY_RUN = "dry-run"
 
 # LEFT JOIN everywhere: an event outlives its session (issue #10 retention sets session_pk to NULL),
 # and then has no CLI session id or tier either.
@@ -63,15 +72,16 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             "INSERT INTO check_results (session_pk, name, status, detail, created_at) VALUES (?, ?, ?, ?, ?)",
             [(session_pk, n, s, d, now) for n, s, d in routed.checks],
         )
+    dry = await _is_dry_run(conn, session_pk) if routed.cooldowns or routed.actions else False
     if routed.cooldowns:
         await conn.executemany(
             "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            [(session_pk, a, s, o, n, now) for a, s, o, n in routed.cooldowns],
+            [(session_pk, a, s, *_as_recorded(o, n, dry), now) for a, s, o, n in routed.cooldowns],
         )
-    if taken := [a for a in routed.actions if a[2] in RECORDED_RESULTS]:  # issue #13; proposed ones are not taken
+    if recorded := [a for a in routed.actions if a[2] in RECORDED_RESULTS]:
         await conn.executemany(
             "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            [(session_pk, k, s or "", r, d, now) for k, s, r, d in taken],  # service "" = host-wide
+            [(session_pk, k, s or "", *_as_recorded(r, d, dry), now) for k, s, r, d in recorded],  # "" = host-wide
         )
     esc = routed.escalation
     await conn.execute(
@@ -87,6 +97,21 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             session_pk,
         ),
     )
+
+
+async def _is_dry_run(conn: aiosqlite.Connection, session_pk: int) -> bool:
+    async with conn.execute("SELECT dry_run FROM sessions WHERE id = ?", (session_pk,)) as cur:
+        row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+def _as_recorded(outcome: str, note: str | None, dry: bool) -> tuple[str, str | None]:
+    """``(outcome, note)`` as stored: in a dry-run session an action claimed as taken becomes
+    ``dry-run``, its note keeping the claim ("reported done in a dry run: …")."""
+    if not dry or outcome not in CLAIMED_TAKEN:
+        return outcome, note
+    claim = f"reported {outcome} in a dry run"
+    return DRY_RUN, f"{claim}: {note}" if note else claim
 
 
 # -- events ------------------------------------------------------------------------------------

@@ -182,16 +182,22 @@ async def _open(conn: aiosqlite.Connection, session_pk: int | None, chain_id: in
             " ORDER BY silenced_until DESC LIMIT 1", (f.key, now)) as cur:
         silence = await cur.fetchone()
     flapping = recent >= flap_count  # opened (and so resolved) flap_count times already in the window
+    async with conn.execute(
+            "SELECT id FROM incidents WHERE key = ? AND status = 'resolved' AND resolved_at >= ?"
+            " ORDER BY resolved_at DESC, id DESC LIMIT 1", (f.key, since)) as cur:
+        before = await cur.fetchone()  # resolved within the flapping window: this one reopens it
     cur = await conn.execute(
         "INSERT INTO incidents (key, service, check_name, origin, status, severity, title, evidence, opened_at,"
         " last_seen_at, occurrences, last_chain_id, first_session_pk, last_session_pk, flapping, silenced_until,"
-        " silenced_by) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+        " silenced_by, name) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
         (f.key, f.service, f.check_name, f.origin, f.severity, f.message[:500], f.message[:EVIDENCE_MAX], now, now,
          chain_id, session_pk, session_pk, int(flapping), silence[0] if silence else None,
-         silence[1] if silence else None))
+         silence[1] if silence else None, f.check_name))
     pk = cur.lastrowid
     if pk is None:  # pragma: no cover - an INSERT always sets it
         raise RuntimeError("incident insert returned no id")
+    if before is not None:
+        await conn.execute("UPDATE incidents SET reopened_from = ? WHERE id = ?", (before[0], pk))
     await _timeline(conn, pk, "opened", now, session_pk=session_pk, probe_result_id=result_id, detail=f.message[:EVIDENCE_MAX])
     if flapping:
         await _timeline(conn, pk, "flapping", now, session_pk=session_pk,
@@ -211,7 +217,24 @@ async def _resolve_auto(conn: aiosqlite.Connection, key: str, session_pk: int, r
         "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = 'auto', last_session_pk = ?,"
         " duration_s = ? WHERE id = ?", (now, session_pk, seconds_between(row["opened_at"], now), row["id"]))
     await _timeline(conn, row["id"], "resolved", now, session_pk=session_pk, probe_result_id=result_id, detail=why)
+    await settle_attention(conn, [row["id"]], f"incident #{row['id']} resolved ({why})", now)
     return Change(await _get(conn, row["id"]), "resolved", False)
+
+
+async def settle_attention(conn: aiosqlite.Connection, incident_ids: Sequence[int], why: str, now: str) -> int:
+    """A needs-attention flag raised because of incidents follows them: once none of a session's
+    incidents is still ``open`` (each resolved or acknowledged), its flag is acknowledged with why.
+    Runs inside the caller's write transaction; returns how many flags it acknowledged."""
+    if not incident_ids:
+        return 0
+    marks = ",".join("?" * len(incident_ids))
+    cur = await conn.execute(
+        "UPDATE sessions SET attention_acked_at = ?, attention_acked_by = ? WHERE attention IS NOT NULL"  # noqa: S608 (placeholders only)
+        " AND attention_acked_at IS NULL"
+        f" AND id IN (SELECT session_pk FROM attention_incidents WHERE incident_id IN ({marks}))"
+        " AND NOT EXISTS (SELECT 1 FROM attention_incidents a JOIN incidents i ON i.id = a.incident_id"
+        " WHERE a.session_pk = sessions.id AND i.status = 'open')", (now, why[:300], *incident_ids))
+    return cur.rowcount or 0
 
 
 async def _open_agent_incidents(conn: aiosqlite.Connection, services: Sequence[str]) -> list[IncidentRow]:
@@ -222,7 +245,7 @@ async def _open_agent_incidents(conn: aiosqlite.Connection, services: Sequence[s
         return [decode(r) for r in await cur.fetchall()]  # type: ignore[misc]
 
 
-async def mark_escalated(db: Database, incident_ids: Sequence[int], session_pk: int, reason: str,
+async def mark_escalated(db: Database, incident_ids: Sequence[int], session_pk: int | None, reason: str,
                          now: str | None = None) -> None:
     """Record that these incidents escalated to the next tier from ``session_pk``."""
     now = now or utcnow()
@@ -232,6 +255,64 @@ async def mark_escalated(db: Database, incident_ids: Sequence[int], session_pk: 
                 "UPDATE incidents SET escalations = escalations + 1, escalated_at = ?,"
                 " escalated_occurrences = occurrences WHERE id = ?", (now, pk))
             await _timeline(conn, pk, "escalated", now, session_pk=session_pk, detail=reason)
+
+
+# -- maintenance windows ---------------------------------------------------------------------
+# Inside a window an incident is still recorded, marked with the window that holds it; nothing
+# escalates and nothing is sent. Which window covers what is decided in app/engine/maintenance.py.
+
+async def hold_in_maintenance(db: Database, holds: Sequence[tuple[int, str, str]], now: str | None = None) -> None:
+    """Mark each ``(incident id, window, until)`` as held by that window; a timeline entry when
+    the mark is new or names another window."""
+    now = now or utcnow()
+    async with db.write() as conn:
+        for pk, window, until in holds:
+            async with conn.execute("SELECT maintenance FROM incidents WHERE id = ?", (pk,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                continue
+            await conn.execute("UPDATE incidents SET maintenance = ?, maintenance_until = ? WHERE id = ?",
+                               (window[:200], until, pk))
+            if row[0] != window[:200]:
+                await _timeline(conn, pk, "maintenance", now,
+                                detail=f"in maintenance window {window[:200]} until {until}: recorded, not escalated, "
+                                       "no message")
+
+
+async def end_maintenance(db: Database, incident_ids: Sequence[int], now: str | None = None) -> list[IncidentRow]:
+    """Clear the maintenance mark of these incidents (their window ended); returns them as they
+    are now (the unresolved ones escalate and notify as if they had just opened)."""
+    now = now or utcnow()
+    out: list[IncidentRow] = []
+    async with db.write() as conn:
+        for pk in incident_ids:
+            async with conn.execute("SELECT maintenance FROM incidents WHERE id = ? AND maintenance IS NOT NULL",
+                                    (pk,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                continue
+            await conn.execute("UPDATE incidents SET maintenance = NULL WHERE id = ?", (pk,))
+            await _timeline(conn, pk, "maintenance", now, detail=f"maintenance window {row[0]} ended")
+            out.append(await _get(conn, pk))
+    return out
+
+
+async def held_in_maintenance(db: Database, limit: int = 1000) -> list[IncidentRow]:
+    """Unresolved incidents a maintenance window holds (or held: its end not acted on yet)."""
+    rows = await db.fetchall("SELECT * FROM incidents WHERE maintenance IS NOT NULL AND status != 'resolved'"
+                             " ORDER BY id LIMIT ?", (limit,), fresh=True)
+    return decode_all(rows, IncidentRow)
+
+
+async def get_incidents(db: Database, ids: Sequence[int], *, fresh: bool = False) -> list[IncidentRow]:
+    """These incidents as they are now, by id (unknown ids left out)."""
+    unique = sorted({int(i) for i in ids})[:500]
+    if not unique:
+        return []
+    marks = ",".join("?" * len(unique))
+    rows = await db.fetchall(f"SELECT * FROM incidents WHERE id IN ({marks}) ORDER BY id",  # noqa: S608 (placeholders only)
+                             unique, fresh=fresh)
+    return decode_all(rows, IncidentRow)
 
 
 # -- operator actions ------------------------------------------------------------------------
@@ -247,6 +328,7 @@ async def acknowledge(db: Database, pk: int, actor: str, note: str | None = None
         await conn.execute("UPDATE incidents SET status = 'acknowledged', acknowledged_at = ?, acknowledged_by = ?,"
                            " note = COALESCE(?, note) WHERE id = ?", (now, actor, note, pk))
         await _timeline(conn, pk, "acknowledged", now, actor=actor, detail=note)
+        await settle_attention(conn, [pk], f"incident #{pk} acknowledged by {actor}", now)
         return await _get(conn, pk)
 
 
@@ -261,6 +343,7 @@ async def resolve(db: Database, pk: int, actor: str, note: str | None = None, no
                            " note = COALESCE(?, note) WHERE id = ?",
                            (now, actor, seconds_between(row["opened_at"], now), note, pk))
         await _timeline(conn, pk, "resolved", now, actor=actor, detail=note or "resolved by hand")
+        await settle_attention(conn, [pk], f"incident #{pk} resolved by {actor}", now)
         return await _get(conn, pk)
 
 
@@ -393,51 +476,10 @@ def parse_until(text: str, now: str | None = None) -> str:
 
 
 # -- alerts in (issue #13) -------------------------------------------------------------------
-# An alert from Alertmanager, Grafana or a script (app/engine/alerts.py) is its own incident,
-# keyed alert:<fingerprint>, origin "alert", with no session: every delivery of a firing alert is
-# an occurrence, a resolved one resolves it (resolved_by "alert"). Each delivery is a timeline
-# entry of kind "alert" (who sent what), next to the opened/worsened/resolved entries.
+# What an alert sender's delivery does to the incidents (one per alert group, or per alert, with
+# the alerts each lists) is app/store/alert_incidents.py; it opens them with _open, origin "alert".
 
 ALERT_KEY_PREFIX = "alert:"
-
-
-async def observe_alert(db: Database, *, fingerprint: str, firing: bool, severity: str, title: str, evidence: str,
-                        service: str | None, detail: str, flap_count: int, flap_window_s: float,
-                        now: str | None = None) -> Change | None:
-    """Apply one alert delivery: a firing alert opens ``alert:<fingerprint>`` or updates it (one
-    occurrence per delivery, the evidence replaced, severity only rising: ``worsened``); a
-    resolved one resolves it. Returns the change, or None for a resolved alert with nothing open.
-    Texts from the sender pass the database's redactor."""
-    now = now or utcnow()
-    key = f"{ALERT_KEY_PREFIX}{fingerprint}"
-    title, evidence, detail = db.redact(title)[:500], db.redact(evidence)[:EVIDENCE_MAX], db.redact(detail)[:EVIDENCE_MAX]
-    async with db.write() as conn:
-        row = await _unresolved(conn, key)
-        if not firing:
-            if row is None:
-                return None
-            await conn.execute(
-                "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolved_by = 'alert', duration_s = ?,"
-                " evidence = ? WHERE id = ?", (now, seconds_between(row["opened_at"], now), evidence, row["id"]))
-            await _timeline(conn, row["id"], "alert", now, detail=detail)
-            await _timeline(conn, row["id"], "resolved", now, detail="the alert's sender reported it resolved")
-            return Change(await _get(conn, row["id"]), "resolved", False)
-        if row is None:
-            opened = await _open(conn, None, None, Finding(key=key, severity=severity, message=title, service=service,
-                                                            origin="alert"), None, now, flap_count, flap_window_s)
-            pk = opened.incident["id"]
-            await conn.execute("UPDATE incidents SET evidence = ? WHERE id = ?", (evidence, pk))
-            await _timeline(conn, pk, "alert", now, detail=detail)
-            return Change(await _get(conn, pk), "opened", True, flap_escalated=opened.flap_escalated)
-        worse = SEVERITY_RANK.get(severity, 1) > SEVERITY_RANK.get(row["severity"], 1)
-        await conn.execute(
-            "UPDATE incidents SET occurrences = occurrences + 1, last_seen_at = ?, evidence = ?,"
-            " severity = CASE WHEN ? THEN ? ELSE severity END, service = COALESCE(service, ?) WHERE id = ?",
-            (now, evidence, int(worse), severity, service, row["id"]))
-        await _timeline(conn, row["id"], "alert", now, detail=detail)
-        if worse:
-            await _timeline(conn, row["id"], "worsened", now, detail=f"severity {row['severity']} → {severity}: {title}")
-        return Change(await _get(conn, row["id"]), "worsened" if worse else "seen", True)
 
 
 async def unresolved_keys(db: Database, keys: Sequence[str]) -> set[str]:

@@ -15,16 +15,21 @@ notification URLs themselves are never given to this module.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from app.clock import utcnow
 from app.store.db import Database
+from app.store.rows import dumps
 
 PENDING, SENT, FAILED, SUPPRESSED, DIGESTED = "pending", "sent", "failed", "suppressed", "digested"
 STATUSES = (PENDING, SENT, FAILED, SUPPRESSED, DIGESTED)
 
-COLUMNS = "id, created_at, kind, severity, dedup_key, title, body, link, status, why, attempts, last_error, sent_at"
+COLUMNS = ("id, created_at, kind, severity, dedup_key, title, body, link, status, why, attempts, last_error, sent_at,"
+           " incident_id, source, service, check_name, routes")
+# Kinds a follow-up follows: an incident's opening (opened, reopened, after maintenance) and worsening.
+OPENING_KINDS = ("incident_opened", "incident_worsened")
 
 
 class NotificationRow(TypedDict):
@@ -43,6 +48,19 @@ class NotificationRow(TypedDict):
     attempts: int
     last_error: str | None
     sent_at: str | None
+    incident_id: int | None
+    source: str | None  # check | model | alert | monitor
+    service: str | None
+    check_name: str | None
+    routes: list[str]  # the routes it was given to ([] when it was not sent)
+
+
+class Earlier(TypedDict):
+    """The earlier messages a follow-up follows: their statuses, routes and why they were held."""
+
+    status: str
+    routes: list[str]
+    why: str | None
 
 
 class NotificationCount(TypedDict):
@@ -50,20 +68,66 @@ class NotificationCount(TypedDict):
     count: int
 
 
+def _row(r: Any) -> NotificationRow:
+    out = dict(r)
+    try:
+        routes = json.loads(out.get("routes") or "[]")
+    except ValueError:
+        routes = []
+    out["routes"] = [str(x) for x in routes] if isinstance(routes, list) else []
+    return cast(NotificationRow, out)
+
+
 async def record(db: Database, *, kind: str, severity: str, title: str, body: str, link: str | None = None,
                  dedup_key: str | None = None, status: str = PENDING, why: str | None = None,
-                 last_error: str | None = None, now: str | None = None) -> int | None:
-    """Store one message; its id, or None when ``dedup_key`` was recorded before (nothing stored)."""
+                 last_error: str | None = None, now: str | None = None, incident_id: int | None = None,
+                 source: str | None = None, service: str | None = None, check_name: str | None = None,
+                 routes: Sequence[str] = ()) -> int | None:
+    """Store one message; its id, or None when ``dedup_key`` was recorded before (nothing stored).
+    ``routes``: the route names it goes to (none when it is not sent)."""
     async with db.write() as conn:
         cur = await conn.execute(
             "INSERT INTO notifications (created_at, kind, severity, dedup_key, title, body, link, status, why,"
-            " last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
-            " DO NOTHING RETURNING id",
+            " last_error, incident_id, source, service, check_name, routes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT id FROM incidents WHERE id = ?), ?, ?, ?, ?)"
+            " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING RETURNING id",
             (now or utcnow(), kind, severity, dedup_key, db.redact(title), db.redact(body), link, status, why,
-             db.redact(last_error) if last_error else None))
+             db.redact(last_error) if last_error else None, incident_id, source,
+             db.redact(service) if service else None, db.redact(check_name) if check_name else None,
+             dumps(list(routes)) if routes else None))
         row = await cur.fetchone()
         await cur.close()
     return int(row[0]) if row is not None else None
+
+
+async def earlier(db: Database, *, incident_ids: Sequence[int] = (), dedup_key: str | None = None,
+                  limit: int = 200) -> list[Earlier]:
+    """The messages a follow-up follows: the openings of ``incident_ids`` (their opened, reopened
+    and worsened messages), or the message recorded under ``dedup_key``. Read on the writer, so a
+    message recorded a moment ago by this process is seen."""
+    ids = sorted({int(i) for i in incident_ids})[:500]
+    clauses, params = [], []
+    if ids:
+        marks = ",".join("?" * len(ids))
+        kinds = ",".join("?" * len(OPENING_KINDS))
+        clauses.append(f"(incident_id IN ({marks}) AND kind IN ({kinds}))")
+        params += [*ids, *OPENING_KINDS]
+    if dedup_key is not None:
+        clauses.append("dedup_key = ?")
+        params.append(dedup_key)
+    if not clauses:
+        return []
+    rows = await db.fetchall(f"SELECT status, routes, why FROM notifications WHERE {' OR '.join(clauses)}"  # noqa: S608 (placeholders only)
+                             " ORDER BY id LIMIT ?", [*params, limit], fresh=True)
+    out: list[Earlier] = []
+    for r in rows:
+        try:
+            routes = json.loads(r["routes"] or "[]")
+        except ValueError:
+            routes = []
+        out.append({"status": r["status"], "routes": [str(x) for x in routes] if isinstance(routes, list) else [],
+                    "why": r["why"]})
+    return out
 
 
 async def mark_sent(db: Database, pk: int, attempts: int, now: str | None = None) -> None:
@@ -94,13 +158,14 @@ async def mark_suppressed(db: Database, pks: Sequence[int], why: str) -> None:
 
 
 async def record_digest(db: Database, pks: Sequence[int], *, severity: str, title: str, body: str,
-                        link: str | None = None, now: str | None = None) -> int:
+                        link: str | None = None, now: str | None = None, routes: Sequence[str] = ()) -> int:
     """One transaction: a pending ``digest`` message, and ``pks`` marked ``digested`` into it."""
     async with db.write() as conn:
         cur = await conn.execute(
-            "INSERT INTO notifications (created_at, kind, severity, title, body, link, status)"
-            " VALUES (?, 'digest', ?, ?, ?, ?, ?) RETURNING id",
-            (now or utcnow(), severity, db.redact(title), db.redact(body), link, PENDING))
+            "INSERT INTO notifications (created_at, kind, severity, title, body, link, status, routes)"
+            " VALUES (?, 'digest', ?, ?, ?, ?, ?, ?) RETURNING id",
+            (now or utcnow(), severity, db.redact(title), db.redact(body), link, PENDING,
+             dumps(list(routes)) if routes else None))
         row = await cur.fetchone()
         await cur.close()
         if row is None:  # pragma: no cover - INSERT … RETURNING always returns the row
@@ -115,18 +180,25 @@ async def pending(db: Database, limit: int = 500) -> list[NotificationRow]:
     """Messages waiting to be sent, oldest first (read on the writer: the sender's own writes)."""
     rows = await db.fetchall(f"SELECT {COLUMNS} FROM notifications WHERE status = ? ORDER BY id LIMIT ?",  # noqa: S608
                              (PENDING, limit), fresh=True)
-    return cast(list[NotificationRow], [dict(r) for r in rows])
+    return [_row(r) for r in rows]
 
 
 async def recent(db: Database, limit: int = 8) -> list[NotificationRow]:
     """The newest messages, whatever their status (the overview)."""
     rows = await db.fetchall(f"SELECT {COLUMNS} FROM notifications ORDER BY id DESC LIMIT ?", (limit,))  # noqa: S608
-    return cast(list[NotificationRow], [dict(r) for r in rows])
+    return [_row(r) for r in rows]
+
+
+async def for_incident(db: Database, incident_id: int, limit: int = 100) -> list[NotificationRow]:
+    """The messages about one incident, oldest first (its page, ``tierops notify preview``)."""
+    rows = await db.fetchall(f"SELECT {COLUMNS} FROM notifications WHERE incident_id = ? ORDER BY id LIMIT ?",  # noqa: S608
+                             (incident_id, limit))
+    return [_row(r) for r in rows]
 
 
 async def get(db: Database, pk: int) -> NotificationRow | None:
     row = await db.fetchone(f"SELECT {COLUMNS} FROM notifications WHERE id = ?", (pk,), fresh=True)  # noqa: S608
-    return cast(NotificationRow, dict(row)) if row is not None else None
+    return _row(row) if row is not None else None
 
 
 async def failure_times(db: Database, since: str, limit: int = 1000) -> list[str]:

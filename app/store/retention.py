@@ -11,6 +11,8 @@ then gives the space back in small steps. Each step is one function here; the en
   the plan was made). A set that fails the check is left alone, never half deleted.
 * Cascades remove the activity, output attempts, check results and cooldowns. Events and memories
   stay, their session reference set to NULL (migration ``0004_retention``).
+* Ad-hoc maintenance windows (``maintenance_windows``) belong to no session: one that ended (as
+  planned, or early) before the cutoff goes by itself (:func:`delete_maintenance_windows`).
 * A big transcript goes first, in chunks of activity rows (:func:`delete_activity`), each chunk
   its own transaction, so the server's writes never wait long behind a prune.
 * Space: a database created since issue #10 has ``auto_vacuum = INCREMENTAL``, and
@@ -46,6 +48,7 @@ __all__ = [
     "checkpoint",
     "count_rows",
     "delete_activity",
+    "delete_maintenance_windows",
     "delete_sessions",
     "existing_sessions",
     "full_vacuum",
@@ -188,6 +191,20 @@ async def existing_sessions(db: Database, ids: Sequence[int]) -> set[int]:
     rows = await db.fetchall("SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),),
                              fresh=True)
     return {int(r[0]) for r in rows}
+
+
+_WINDOW_ENDED = "min(coalesce(cancelled_at, ends_at), ends_at) < ?"
+
+
+async def delete_maintenance_windows(db: Database, cutoff: str, *, dry_run: bool = False) -> int:
+    """Ad-hoc maintenance windows that ended (as planned or early) before ``cutoff``: deleted, or
+    only counted with ``dry_run``."""
+    if dry_run:
+        return int(await db.fetchval(f"SELECT count(*) FROM maintenance_windows WHERE {_WINDOW_ENDED}",  # noqa: S608
+                                     (cutoff,)) or 0)
+    async with db.write() as conn:
+        cur = await conn.execute(f"DELETE FROM maintenance_windows WHERE {_WINDOW_ENDED}", (cutoff,))  # noqa: S608
+        return max(cur.rowcount, 0)
 
 
 # -- space -------------------------------------------------------------------------------------

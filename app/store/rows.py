@@ -14,7 +14,7 @@ from typing import Any, TypedDict, cast
 
 JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
-                          "body", "output_schema"})
+                          "body", "output_schema", "links", "annotations", "labels", "routes"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
                           "valid", "flapping", "dry_run"})
 
@@ -322,6 +322,13 @@ class IncidentRow(TypedDict):
     resolved_by: str | None
     duration_s: float | None
     note: str | None
+    name: str | None  # what people call it: the check, the alert's name; None for a model's finding
+    alert_source: str | None  # alertmanager | grafana | generic (origin alert)
+    links: list[dict[str, str]] | None  # [{label, url}] from the alert's sender
+    annotations: dict[str, str] | None
+    maintenance: str | None  # the maintenance window holding it, while one does
+    maintenance_until: str | None
+    reopened_from: int | None  # the incident of the same key it reopens (resolved shortly before)
 
 
 class TimelineRow(TypedDict):

@@ -9,6 +9,7 @@ that the recorder used to build by hand (issue #8).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
@@ -169,12 +170,17 @@ async def set_escalated_to(db: Database, parent: int, child: int) -> None:
         await conn.execute("UPDATE sessions SET escalated_to = ? WHERE id = ?", (child, parent))
 
 
-async def set_attention(db: Database, pk: int, why: str) -> None:
+async def set_attention(db: Database, pk: int, why: str, incident_ids: Sequence[int] = ()) -> None:
     """Flag the session as needing a human, with why. A new reason clears an earlier
-    acknowledgement (issue #14): what was acknowledged is not what needs a human now."""
+    acknowledgement: what was acknowledged is not what needs a human now. ``incident_ids``: the
+    incidents it needs a human for; the flag follows them (acknowledged once none is open:
+    ``app/store/incidents.settle_attention``)."""
     async with db.write() as conn:
         await conn.execute("UPDATE sessions SET attention = ?, attention_acked_at = NULL, attention_acked_by = NULL"
                            " WHERE id = ? AND attention IS NOT ?", (why, pk, why))
+        await conn.executemany(
+            "INSERT OR IGNORE INTO attention_incidents (session_pk, incident_id)"
+            " SELECT ?, id FROM incidents WHERE id = ?", [(pk, i) for i in sorted(set(incident_ids))])
 
 
 class AttentionAck(TypedDict):

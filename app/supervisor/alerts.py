@@ -1,10 +1,17 @@
 """Alerts in (issue #13): from parsed alerts to incidents, and to a tier-1 look when one opens.
 
-Why here: an alert is applied to the incidents (``store.incidents.observe_alert``) like a probe
-result, but what follows is the supervisor's business — start a cycle, or queue it when one is
-running, and start queued runs when the cycle is free again. :func:`receive_alerts` is the one
+Why here: alerts are applied to the incidents (``store.alert_incidents.observe_alerts``) like a
+probe result, but what follows is the supervisor's business — start a cycle, or queue it when one
+is running, and start queued runs when the cycle is free again. :func:`receive_alerts` is the one
 function every alert goes through and returns each alert's incident :class:`Change`: the place
 where a notification about incident changes belongs.
+
+A delivery is cut into batches first (``app.engine.alerts.batches``): with
+``TIEROPS_ALERT_GROUPING=group`` (the default) the alerts of one Alertmanager/Grafana group share
+one incident, written in one transaction, so a group opens, worsens or resolves once, starts at
+most one investigation (its prompt lists the group's alerts) and is told once; with
+``fingerprint``, and for payloads without a groupKey, every alert is its own incident. Each alert
+still gets its own :class:`AlertOutcome` (the API lists each), sharing its batch's change and run.
 
 When an alert *opens* an incident, the escalation rules of ``app/engine/incidents.decide`` apply
 (silenced keys, info severity, flapping are held; updates and resolutions never start anything)
@@ -30,14 +37,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.clock import utcnow
-from app.engine.alerts import Alert, alert_section, delivery_text, evidence_text
-from app.engine.incidents import decide
+from app.engine.alerts import Alert, AlertBatch, alert_section, batches, kept_labels
+from app.engine.incidents import Verdict, apply_maintenance, decide
 from app.errors import CycleBusy, TierOpsError
 from app.logs import oneline
 from app.notify import messages as notices
+from app.notify.messages import IncidentNews
+from app.store import alert_incidents, run_queue
 from app.store import incidents as incident_store
-from app.store import run_queue
+from app.store.alert_incidents import AlertDelivery, AlertEntry
 from app.store.incidents import Change
+from app.supervisor import news
+from app.supervisor.credentials import model_tiers_paused
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import FIRST_MODEL_TIER, IncidentStatus, Trigger
 
@@ -62,6 +73,18 @@ class RunOutcome:
     session_pk: int | None = None
     queued_id: int | None = None
     why_not: str | None = None
+    needs_human: bool = False  # the investigation should have run and could not
+
+    def action_line(self) -> str:
+        """What the incident's message says TierOps did."""
+        if self.session_pk is not None:
+            return (f"Investigating: tier {ALERT_TIER} started (session #{self.session_pk}); the outcome "
+                    "follows.")
+        if self.queued_id is not None:
+            return (f"Investigating: tier {ALERT_TIER} queued as run #{self.queued_id} behind a running cycle; "
+                    "the outcome follows.")
+        tail = " A human must look." if self.needs_human else ""
+        return f"Not investigated: {self.why_not or 'not escalated'}.{tail}"
 
 
 @dataclass(frozen=True)
@@ -72,59 +95,92 @@ class AlertOutcome:
 
     @property
     def change_word(self) -> str:
-        """opened | updated | resolved | ignored (the API's ``change``)."""
+        """opened | updated | resolved | ignored (the API's ``change``): what the alert did to its
+        incident (a resolved alert listed on an incident its group opens only updates it)."""
         if self.change is None:
             return "ignored"
-        return {"opened": "opened", "resolved": "resolved"}.get(self.change.kind, "updated")
+        if self.change.kind == "opened":
+            return "opened" if self.alert.firing else "updated"
+        return "resolved" if self.change.kind == "resolved" else "updated"
+
+
+def incident_changes(outcomes: Sequence[AlertOutcome]) -> list[Change]:
+    """Each incident change of ``outcomes`` once (the alerts of a group share theirs), in order."""
+    seen: set[int] = set()
+    out: list[Change] = []
+    for o in outcomes:
+        if o.change is not None and id(o.change) not in seen:
+            seen.add(id(o.change))
+            out.append(o.change)
+    return out
+
+
+def delivery(batch: AlertBatch) -> AlertDelivery:
+    """What the store writes for one batch: its alerts as listed, the incident's name, texts and links."""
+    entries = [AlertEntry(fingerprint=a.fingerprint, firing=a.firing, severity=a.severity, title=a.title,
+                          labels=kept_labels(a.labels), annotations=a.annotations, links=a.links,
+                          starts_at=a.starts_at) for a in batch.alerts]
+    return AlertDelivery(key=batch.key, source=batch.source, name=batch.name, title=batch.title,
+                         service=batch.service, evidence=batch.evidence, detail=batch.detail, alerts=entries,
+                         annotations=batch.annotations, group_resolved=batch.resolves_group)
 
 
 async def receive_alerts(supervisor: Supervisor, alerts: Sequence[Alert]) -> list[AlertOutcome]:
-    """Apply ``alerts`` in order to the incidents and start (or queue) tier 1 for each one that
-    opened an incident and escalates. Raises :class:`QueueFull` before writing anything when an
-    alert would open an incident and the queue has no room."""
+    """Apply ``alerts`` to the incidents, one batch (a group, or an alert) at a time in the order
+    they came, and start (or queue) tier 1 once for each incident a batch opened that escalates.
+    Returns one outcome per alert, in order. Raises :class:`QueueFull` before writing anything when
+    a batch would open an incident and the queue has no room."""
     db, settings = supervisor.db, supervisor.settings
+    cut = batches(alerts, settings.alert_grouping)
     if settings.max_tier >= ALERT_TIER and await run_queue.queued_count(db) >= settings.alert_queue_max:
-        opening = [a.key for a in alerts if a.firing and a.severity != "info"]
+        opening = [b.key for b in cut if any(a.severity != "info" for a in b.firing)]
         if opening and set(opening) - await incident_store.unresolved_keys(db, opening):
             raise QueueFull(f"{settings.alert_queue_max} runs already wait for a free cycle "
                             "(TIEROPS_ALERT_QUEUE_MAX); try again later")
-    outcomes: list[AlertOutcome] = []
-    for alert in alerts:
+    done: dict[int, AlertOutcome] = {}
+    told: list[IncidentNews] = []
+    for batch in cut:
         now = utcnow()
-        change = await incident_store.observe_alert(
-            db, fingerprint=alert.fingerprint, firing=alert.firing, severity=alert.severity, title=alert.title,
-            evidence=evidence_text(alert), service=alert.service, detail=delivery_text(alert),
-            flap_count=settings.flap_count, flap_window_s=settings.flap_window, now=now)
-        _log_change(alert, change)
-        run = await _investigate(supervisor, alert, change, now)
-        outcomes.append(AlertOutcome(alert, change, run))
-    # Issue #13: people hear of an alert's incident like of any other (opened, worsened, resolved).
-    await notices.send(supervisor.notifier, notices.incident_notices(o.change for o in outcomes if o.change))
-    return outcomes
+        change = await alert_incidents.observe_alerts(db, delivery(batch), flap_count=settings.flap_count,
+                                                      flap_window_s=settings.flap_window, now=now)
+        _log_change(batch, change)
+        held, ended = await apply_maintenance(db, settings, [change] if change is not None else [], now)
+        verdict = decide([change] if change is not None else [], settings.escalate_after, now, maintenance=held,
+                         after_maintenance=ended)
+        run = await _investigate(supervisor, batch, change, verdict)
+        done.update({id(a): AlertOutcome(a, change, run) for a in batch.alerts})
+        # People hear of an alert's incident like of any other: one message per state change,
+        # saying what TierOps did about it.
+        for item in news.incident_news(verdict):
+            item.action = None if item.change.kind == "resolved" else run.action_line()
+            told.append(item)
+    await notices.send(supervisor.notifier, news.notices(told))
+    return [done[id(a)] for a in alerts]
 
 
-def _log_change(alert: Alert, change: Change | None) -> None:
+def _log_change(batch: AlertBatch, change: Change | None) -> None:
     if change is None:
-        log.info("alert %s resolved (%s): no open incident", alert.key, alert.source)
+        log.info("alert %s resolved (%s): no open incident", batch.key, batch.source)
         return
     inc = change.incident
     level = logging.WARNING if change.kind in ("opened", "worsened") else logging.INFO
     if change.kind == "seen":
         level = logging.DEBUG
-    log.log(level, "incident %d %s by an alert: %s (%s, %s, %s)", inc["id"], change.kind, inc["key"],
-            inc["service"] or "-", inc["severity"], alert.source, extra={"incident": inc["id"]})
+    log.log(level, "incident %d %s by %d alert(s): %s (%s, %s, %s)", inc["id"], change.kind, len(batch.alerts),
+            inc["key"], inc["service"] or "-", inc["severity"], batch.source, extra={"incident": inc["id"]})
 
 
-async def _investigate(supervisor: Supervisor, alert: Alert, change: Change | None, now: str) -> RunOutcome:
+async def _investigate(supervisor: Supervisor, batch: AlertBatch, change: Change | None,
+                       verdict: Verdict) -> RunOutcome:
+    """Start or queue tier 1 for an incident the alert opened (or whose maintenance window ended)."""
     settings = supervisor.settings
     if change is None:
         return RunOutcome(why_not="resolved alert without an open incident: nothing to do")
     if change.kind == "resolved":
         return RunOutcome(why_not="the alert resolved its incident")
-    if change.kind != "opened":
+    if change.kind != "opened" and change.incident["id"] not in verdict.after_maintenance:
         return RunOutcome(why_not="the incident was already open: an investigation starts only when an alert "
                                   "opens one")
-    verdict = decide([change], settings.escalate_after, now)
     if not verdict.escalate:
         return RunOutcome(why_not=verdict.held[0][1] if verdict.held else "not escalated")
     if settings.max_tier < ALERT_TIER:
@@ -132,12 +188,15 @@ async def _investigate(supervisor: Supervisor, alert: Alert, change: Change | No
     try:
         resolve_binary(settings.claude_bin, os.environ.get("PATH"))
     except CLINotFound as exc:
-        return RunOutcome(why_not=str(exc))
+        return RunOutcome(why_not=str(exc), needs_human=True)
+    if (paused := await model_tiers_paused(supervisor.db, settings)) is not None:
+        return RunOutcome(why_not=paused, needs_human=True)
     incident = change.incident
-    prompt = alert_section(alert, incident["id"])
+    prompt = alert_section(batch.alerts, incident["id"], key=batch.key)
     if await run_queue.queued_count(supervisor.db) == 0:  # runs waiting go first
         try:
-            started = await supervisor.start_cycle(tier=ALERT_TIER, prompt=prompt, trigger=Trigger.ALERT)
+            started = await supervisor.start_cycle(tier=ALERT_TIER, prompt=prompt, trigger=Trigger.ALERT,
+                                                   incidents=[incident["id"]])
         except CycleBusy:
             pass  # queued below
         except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
@@ -151,7 +210,8 @@ async def _investigate(supervisor: Supervisor, alert: Alert, change: Change | No
     row = await run_queue.enqueue(supervisor.db, source=Trigger.ALERT, tier=ALERT_TIER, prompt=prompt,
                                   incident_id=incident["id"], limit=settings.alert_queue_max)
     if row is None:
-        return RunOutcome(why_not=f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max})")
+        return RunOutcome(why_not=f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max})",
+                          needs_human=True)
     log.info("incident %d: tier %d queued as run #%d (a cycle is running)", incident["id"], ALERT_TIER, row["id"],
              extra={"incident": incident["id"]})
     supervisor.queue_wake.set()
@@ -179,7 +239,8 @@ async def run_next_queued(supervisor: Supervisor) -> int:
             continue
         trigger = Trigger.ALERT if row["source"] == Trigger.ALERT else Trigger.MANUAL
         try:
-            started = await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger)
+            started = await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger,
+                                                   incidents=[row["incident_id"]] if row["incident_id"] else [])
         except CycleBusy:  # another trigger took the cycle first: wait for the next turn
             await run_queue.requeue(db, row["id"])
             return 0

@@ -28,9 +28,22 @@ attention with the incidents' evidence instead: tier 0 alone is a monitor.
 Approvals (issue #13): when the escalation would start a tier whose ``TIEROPS_TIERn_APPROVAL``
 is ``manual``, the chain stores a pending approval with the handoff that tier would get
 (:func:`request_approval`), records "waiting for approval #ID to run tier N" as the session's
-``escalation_gate`` and ends. Once approved, ``run_chain(parent=…, handoff=…)`` continues the
-chain from that tier with the escalating session as parent (never gated again at that tier; a
-further escalation to another manual tier is).
+``escalation_gate`` and ends. Approvals are per incident: when one to run the same tier already
+waits for one of the chain's incidents, the escalation attaches to it instead (its handoff
+appended; approving runs the tier once). Once approved, ``run_chain(parent=…, handoff=…,
+incidents=…)`` continues the chain from that tier with the escalating session as parent (never
+gated again at that tier; a further escalation to another manual tier is).
+
+Maintenance windows: an incident a window holds never escalates (tier 0's gate says so; a
+language-model tier whose every incident is held stops there); when the window ends it escalates
+as if it had just opened (``app/engine/incidents.apply_maintenance``). An interrupted session
+(stopped by an operator or a shutdown) never escalates.
+
+Messages (``news.py``): each session's incident changes become one message each, carrying what
+the chain did about them (escalated, waiting for approval #N, not escalated and why a human must
+look); an investigation (a chain beyond its first look, an alert's run, an approved continuation)
+ends with one outcome message. A needs-attention flag raised because of incidents is linked to
+them and follows them; a message of its own only when no incident carries it.
 
 Cooldowns (issue #13, ``app/engine/cooldowns.py``): tiers 2 and 3 are told the limits and what
 each service's window still allows (``context.cooldowns_block``). An escalation whose session
@@ -59,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.config import Settings
@@ -68,7 +81,6 @@ from app.engine import incidents as incident_engine
 from app.engine.incidents import Verdict
 from app.errors import ConfigError
 from app.logs import oneline
-from app.notify import messages as notices
 from app.notify.messages import NoticeSink
 from app.output.route import proposed_actions
 from app.output.spec import OutputSpec
@@ -80,6 +92,7 @@ from app.store import incidents as incident_store
 from app.store import memories as memory_store
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
+from app.supervisor import news
 from app.supervisor.context import (
     cooldowns_block,
     handoff_block,
@@ -87,6 +100,7 @@ from app.supervisor.context import (
     memories_block,
     system_prompt,
 )
+from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused
 from app.supervisor.hub import Hub
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
@@ -134,33 +148,47 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                     on_session: Callable[[int, SessionHandle], None] | None = None,
                     spec: OutputSpec | None = None, parent: SessionRow | None = None,
                     handoff: str | None = None, dry_run: bool = False,
-                    notifier: NoticeSink | None = None) -> list[ChainLink]:
-    """``spec`` is the first session's output contract (issue #11); escalated tiers always use the
-    default agent-response contract, the one that carries an escalation decision.
+                    notifier: NoticeSink | None = None, incidents: Sequence[int] = ()) -> list[ChainLink]:
+    """``spec`` is the first session's output contract; escalated tiers always use the default
+    agent-response contract, the one that carries an escalation decision.
 
-    ``parent`` (issue #13): continue the chain of this session, which escalated to ``start_tier``
-    and waited for an approval; ``handoff`` is the text the operator approved, given to that tier.
+    ``parent``: continue the chain of this session, which escalated to ``start_tier`` and waited
+    for an approval; ``handoff`` is the text the operator approved, given to that tier.
 
-    ``dry_run`` (issue #13): this chain is a dry run (as is every chain with ``TIEROPS_DRY_RUN``).
-    Raises :class:`BudgetSpent` when the daily budget forbids ``start_tier``.
+    ``dry_run``: this chain is a dry run (as is every chain with ``TIEROPS_DRY_RUN``).
+    Raises :class:`BudgetSpent` when the daily budget forbids ``start_tier``, and
+    :class:`~app.supervisor.credentials.ModelTiersPaused` when ``start_tier`` is a language-model
+    tier and the API rejected the credentials it would get (with ``parent``: it needs attention).
 
-    ``notifier`` (issue #13) hears of every incident opened, worsened or resolved, every
-    escalation and its outcome, every session needing attention and every approval requested
-    (``notices.py``); None sends nothing."""
+    ``incidents``: the incidents this chain investigates from its start (an alert's, an approved
+    escalation's); the chain adds every incident its sessions report.
+
+    ``notifier`` hears, per session, one message per incident change with what the chain did about
+    it, and at the end the outcome of an investigation (``news.py``); None sends nothing."""
     dry_run = dry_run or settings.dry_run or bool(parent is not None and parent["dry_run"])
-    if (spent := await daily_budget_spent(db, settings, start_tier)) is not None:
+    about: dict[int, None] = dict.fromkeys(incidents)  # the incidents of this chain, in order
+    investigation = parent is not None or trigger == Trigger.ALERT or bool(incidents)
+    refused: type[ConfigError] = BudgetSpent
+    spent = await daily_budget_spent(db, settings, start_tier)
+    if spent is None and start_tier >= FIRST_MODEL_TIER and (spent := await model_tiers_paused(db, settings)):
+        refused = ModelTiersPaused  # the API rejected these credentials: refused like a spent budget
+    if spent is not None:
         if parent is None:
-            raise BudgetSpent(spent)
-        await _needs_human(db, notifier, parent, spent)
+            raise refused(spent)
+        await _needs_human(db, parent, spent, list(about))
         log.warning("session %d needs attention: %s", parent["id"], spent,
                     extra={"session": parent["id"], "chain": parent["chain_id"], "tier": parent["tier"]})
-        return await chains.chain_links(db, parent["chain_id"] or parent["id"], fresh=True)
+        links = await chains.chain_links(db, parent["chain_id"] or parent["id"], fresh=True)
+        await news.send(notifier, [await news.outcome(db, links, about)])
+        return links
     tier = start_tier
     chain_id: int | None = (parent["chain_id"] or parent["id"]) if parent is not None else None
     chain: list[SessionRow] = await _chain_so_far(db, parent) if parent is not None else []
     tier_prompt = base_prompt(settings, tier, prompt)
-    cooldown_engine.parse_limits(settings.cooldowns)  # issue #13: a bad TIEROPS_COOLDOWNS stops before any session
+    cooldown_engine.parse_limits(settings.cooldowns)  # a bad TIEROPS_COOLDOWNS stops before any session
     handoff_incidents = ""
+    waiting: tuple[int, int] | None = None
+    loose_attention: list[tuple[SessionRow, str]] = []  # attention no incident message carries
     while True:
         try:
             result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
@@ -170,10 +198,16 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         except Exception as exc:
             if parent is None:
                 raise
-            why = f"escalation to tier {tier} could not start: {type(exc).__name__}: {exc}"
-            log.exception("session %d needs attention: %s", parent["id"], oneline(why),
-                          extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
-            await _needs_human(db, notifier, parent, why)
+            if isinstance(exc, ConfigError):  # a refusal (the budget spent, the model tiers paused meanwhile)
+                why = f"escalation to tier {tier} not started: {exc}"
+                log.warning("session %d needs attention: %s", parent["id"], oneline(why),
+                            extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
+            else:
+                why = f"escalation to tier {tier} could not start: {type(exc).__name__}: {exc}"
+                log.exception("session %d needs attention: %s", parent["id"], oneline(why),
+                              extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
+            await _needs_human(db, parent, why, list(about))
+            loose_attention.append((parent, why))
             break
         chain_id = chain_id or result.pk
         if parent is not None:
@@ -183,19 +217,29 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             raise LookupError(f"session {result.pk} vanished from the database while its chain ran")
         chain.append(row)
         exceeded = await _flag_cooldowns_exceeded(db, settings, row, chain_id)
-        if exceeded:
-            await notices.send(notifier, [notices.attention_notice(row, exceeded)])
         verdict = await _track_incidents(db, settings, row, chain_id, routed=parent is not None or spec is None
                                          or spec.routed)
+        items = news.incident_news(verdict)
         if verdict is not None:
-            await notices.send(notifier, notices.incident_notices(verdict.changes))
+            about.update(dict.fromkeys(ch.incident["id"] for ch in verdict.changes))
+            if verdict.resolved:  # an approval waiting for an incident that just resolved has nothing left to run
+                await approval_store.expire_due(db)
+        if exceeded:
+            if about:
+                await sessions.set_attention(db, row["id"], exceeded, list(about))
+            else:
+                loose_attention.append((row, exceeded))
+        if row["status"] == SessionStatus.INTERRUPTED:  # stopped by an operator or a shutdown: never escalates
+            await news.send(notifier, news.notices(items))
+            break
         if row["tier"] == PROBE_TIER and row["escalation_needed"] and verdict is not None and not verdict.escalate:
-            # Issue #12: the probe asks whenever a check fails; a language model runs only when
-            # an incident opens, worsens or recurs past TIEROPS_ESCALATE_AFTER.
+            # The probe asks whenever a check fails; a language model runs only when an incident
+            # opens, worsens, recurs past TIEROPS_ESCALATE_AFTER or its maintenance window ended.
             gate = verdict.gate_text()
             await sessions.set_escalation_gate(db, result.pk, gate)
             log.info("session %d: %s", result.pk, oneline(gate),
                      extra={"session": result.pk, "chain": chain_id, "tier": tier})
+            await news.send(notifier, news.notices(items))
             break
         attention = await _decide(db, settings, row, result.api_failure, chain_id)
         if attention is None and row["escalation_needed"]:
@@ -207,49 +251,84 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                 attention = f"escalation requested but {exc}"
         if attention is None and row["escalation_needed"] and row["tier"] != PROBE_TIER:
             attention = await daily_budget_spent(db, settings, tier + 1)  # tier 0's case: below, with its incidents
+        if attention is None and row["escalation_needed"] and row["tier"] != PROBE_TIER \
+                and (window := _held_by_maintenance(verdict, about)):
+            await sessions.set_escalation_gate(db, result.pk, f"not escalated: {window}")
+            await news.send(notifier, news.notices(items))
+            break
         if attention is not None:
             attention = f"{exceeded}; {attention}" if exceeded else attention  # keep the cooldown flag
-            await _needs_human(db, notifier, row, attention)
+            await _needs_human(db, row, attention, list(about))
             log.warning("session %d needs attention: %s", result.pk, oneline(attention),
                         extra={"session": result.pk, "chain": chain_id, "tier": tier})
+            news.act(items, f"Not escalated: {attention}. A human must look.")
+            if not about:
+                loose_attention.append((row, attention))
+            await news.send(notifier, news.notices(items))
             break
         if not row["escalation_needed"]:
+            await news.send(notifier, news.notices(items))
             break
         escalating = verdict.escalate if verdict is not None and row["tier"] == PROBE_TIER else []
-        if row["tier"] == PROBE_TIER and (missing := _model_tiers_unavailable(settings)
+        escalating_ids = [inc["id"] for inc, _ in escalating]
+        if row["tier"] == PROBE_TIER and (missing := await _model_tiers_unavailable(db, settings)
                                           or await daily_budget_spent(db, settings, tier + 1)):
-            # Tier 0 alone is a monitor: the incident and its evidence are stored; a human is told.
+            # Tier 0 alone is a monitor: the incident and its evidence are stored; a human is told
+            # in the incident's own message.
             why = f"{verdict.escalate_text() if verdict else 'checks failing'}; not escalated to tier 1: {missing}"
-            await _needs_human(db, notifier, row, why)
+            await _needs_human(db, row, why, escalating_ids or list(about))
             if escalating:  # a human is the next tier now: the same once-per-incident rule applies
-                await incident_store.mark_escalated(db, [inc["id"] for inc, _ in escalating], result.pk,
+                await incident_store.mark_escalated(db, escalating_ids, result.pk,
                                                     f"to a human (needs attention): {missing}")
             log.warning("session %d needs attention: %s", result.pk, oneline(why),
                         extra={"session": result.pk, "chain": chain_id, "tier": tier})
+            news.act(items, f"Not escalated to tier 1: {missing}. A human must look.", escalating_ids)
+            if not about:
+                loose_attention.append((row, why))
+            await news.send(notifier, news.notices(items))
             break
         if escalating:
-            await incident_store.mark_escalated(db, [inc["id"] for inc, _ in escalating], result.pk,
-                                                f"escalated to tier {tier + 1}")
+            await incident_store.mark_escalated(db, escalating_ids, result.pk, f"escalated to tier {tier + 1}")
         handoff_incidents = incidents_block(escalating)
-        if _needs_approval(settings, tier + 1):  # issue #13: an operator decides; the chain ends here
-            approval = await request_approval(db, settings, row, chain, chain_id, tier + 1, handoff_incidents)
-            await notices.send(notifier, [notices.approval_notice(approval)])
+        if _needs_approval(settings, tier + 1):  # an operator decides; the chain ends here
+            approval, attached = await request_approval(db, settings, row, chain, chain_id, tier + 1,
+                                                        handoff_incidents, list(about))
+            waiting = (approval["id"], tier + 1)
+            news.act(items, f"Waiting for approval #{approval['id']} to run tier {tier + 1}"
+                            + (" (this escalation was attached to it)" if attached else "")
+                            + ": approve or reject it on its page.")
+            await news.send(notifier, news.notices(items))
             break
         log.info("session %d escalated to tier %d: %s", result.pk, tier + 1,
                  oneline(row["escalation_reason"] or "no reason given"),
                  extra={"session": result.pk, "chain": chain_id, "tier": tier, "to_tier": tier + 1})
-        await notices.send(notifier, [notices.escalation_notice(row, tier + 1, [why for _, why in escalating])])
+        news.act(items, f"Escalated to tier {tier + 1}: TierOps is investigating; the outcome follows.")
+        await news.send(notifier, news.notices(items))
         parent = row
         tier += 1
     links = await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
-    await notices.send(notifier, [notices.outcome_notice(links)])
+    if links and (investigation or len(links) > 1):
+        await news.send(notifier, [await news.outcome(db, links, about, waiting=waiting)])
+    else:
+        await news.send(notifier, [news.standalone_attention(r, why, []) for r, why in loose_attention])
     return links
 
 
-async def _needs_human(db: Database, notifier: NoticeSink | None, session: Mapping[str, Any], why: str) -> None:
-    """Flag ``session`` as needing attention, and say so (issue #13)."""
-    await sessions.set_attention(db, session["id"], why)
-    await notices.send(notifier, [notices.attention_notice(session, why)])
+def _held_by_maintenance(verdict: Verdict | None, about: Mapping[int, None]) -> str | None:
+    """Why a language-model tier's escalation must not run: every incident it reported is held by
+    a maintenance window (None: it may run)."""
+    if verdict is None or not verdict.maintenance:
+        return None
+    unresolved = [ch.incident["id"] for ch in verdict.changes if ch.kind != "resolved"]
+    if unresolved and all(pk in verdict.maintenance for pk in unresolved):
+        window = verdict.maintenance[unresolved[0]]
+        return f"in maintenance window {window.name} until {window.until}"
+    return None
+
+
+async def _needs_human(db: Database, session: Mapping[str, Any], why: str, incident_ids: Sequence[int] = ()) -> None:
+    """Flag ``session`` as needing attention for ``incident_ids`` (the flag follows them)."""
+    await sessions.set_attention(db, session["id"], why, incident_ids)
 
 
 async def _start_tier(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, tier: int,
@@ -295,21 +374,27 @@ def _needs_approval(settings: Settings, tier: int) -> bool:
 
 
 async def request_approval(db: Database, settings: Settings, row: SessionRow, chain: list[SessionRow],
-                           chain_id: int, tier: int, handoff_incidents: str) -> approval_store.ApprovalRow:
-    """The one place an approval is created (issue #13): ``row`` escalated to ``tier``, whose
-    approval is manual. Stores the handoff that tier would have been given, records on ``row``
-    why the chain stopped, logs it, and returns the new pending approval."""
+                           chain_id: int, tier: int, handoff_incidents: str,
+                           incident_ids: Sequence[int] = ()) -> tuple[approval_store.ApprovalRow, bool]:
+    """The one place an approval is asked for: ``row`` escalated to ``tier``, whose approval is
+    manual. Stores the handoff that tier would have been given — on the pending approval of the
+    same incidents and tier when there is one (attached: approving it runs the tier once), else
+    on a new one — records on ``row`` why the chain stopped, logs it, and returns the approval and
+    whether this escalation was attached to an existing one."""
     handoff = await _handoff(db, row, chain)
     if handoff_incidents:
         handoff += "\n\n" + handoff_incidents
-    approval = await approval_store.create_approval(db, session_pk=row["id"], chain_id=chain_id, tier=tier,
-                                                    handoff=handoff, timeout_s=settings.approval_timeout)
+    approval, attached = await approval_store.request_approval(
+        db, session_pk=row["id"], chain_id=chain_id, tier=tier, handoff=handoff, timeout_s=settings.approval_timeout,
+        incident_ids=incident_ids)
     gate = approval_store.waiting_gate(approval["id"], tier)
+    if attached:
+        gate += f" (attached to it: session #{approval['session_pk']} asked first)"
     await sessions.set_escalation_gate(db, row["id"], gate)
     log.info("session %d: %s (expires %s): %s", row["id"], gate, approval["expires_at"],
              oneline(row["escalation_reason"] or "no reason given"),
              extra={"session": row["id"], "chain": chain_id, "tier": row["tier"], "to_tier": tier})
-    return approval
+    return approval, attached
 
 
 async def _chain_so_far(db: Database, parent: SessionRow) -> list[SessionRow]:
@@ -333,15 +418,16 @@ async def _track_incidents(db: Database, settings: Settings, row: SessionRow, ch
         return None
 
 
-def _model_tiers_unavailable(settings: Settings) -> str | None:
-    """Why tier 0 cannot hand over to a language model (None: it can)."""
+async def _model_tiers_unavailable(db: Database, settings: Settings) -> str | None:
+    """Why tier 0 cannot hand over to a language model (None: it can): no claude CLI, or the model
+    tiers are paused because the API rejected these credentials (``credentials.py``)."""
     if settings.max_tier < FIRST_MODEL_TIER:
         return None  # _decide says it: the highest tier allowed is 0
     try:
         resolve_binary(settings.claude_bin, os.environ.get("PATH"))
     except CLINotFound as exc:
         return str(exc)
-    return None
+    return await model_tiers_paused(db, settings)
 
 
 def _inventory(settings: Settings, failing: list[Any]) -> str | None:

@@ -19,7 +19,8 @@ code that works around it (reference: ``../shared/reference/claude-code-stream-j
   ``--append-system-prompt`` (§8), so a resume repeats every flag;
 * the child gets a minimal environment (PATH, its HOME, locale/TZ, ``ANTHROPIC_*``,
   ``CLAUDE_CODE_*``, and an explicit allow-list), not the supervisor's;
-* its own process group (``start_new_session``) so a timeout or Stop kills the whole tree:
+* its own process group (``start_new_session``) so a timeout, a Stop or an abort (the caller saw
+  in the output that the run cannot succeed: rejected credentials, ``session.py``) kills the whole tree:
   SIGTERM to the group, SIGKILL after a grace period, then any descendant that left the group
   (psutil), so nothing is left behind;
 * stdout is read in chunks with no line-length limit (asyncio's ``readline`` caps lines at
@@ -150,6 +151,7 @@ class ProcessOutcome:
     exit_code: int | None
     timed_out: bool = False
     stopped: bool = False
+    aborted: str | None = None  # why the supervisor ended the run itself (abort()), e.g. rejected credentials
     stderr_tail: str = ""
     killed_pids: list[int] = field(default_factory=list)
     duration_s: float = 0.0
@@ -326,6 +328,7 @@ class RunningProcess:
         self.launch = launch
         self.proc: asyncio.subprocess.Process | None = None
         self._stop_requested = asyncio.Event()
+        self._abort_reason: str | None = None
         self._stderr: deque[bytes] = deque()
         self._stderr_len = 0
         self._pipes: tuple[_Pipe, ...] = ()
@@ -335,6 +338,13 @@ class RunningProcess:
         return self.proc.pid if self.proc else None
 
     def stop(self) -> None:
+        self._stop_requested.set()
+
+    def abort(self, why: str) -> None:
+        """End the run at once because of what its output said (``why``, logged): the same kill as a
+        Stop or a timeout, recorded as :attr:`ProcessOutcome.aborted`, not as an operator's Stop."""
+        if self._abort_reason is None and not self._stop_requested.is_set():
+            self._abort_reason = why
         self._stop_requested.set()
 
     async def run(self, sink: LineSink, kill_grace: float,
@@ -401,7 +411,10 @@ class RunningProcess:
                 await asyncio.wait({exit_task, stop_task}, timeout=max(0.0, deadline - time.monotonic()),
                                    return_when=asyncio.FIRST_COMPLETED)
             if not exit_task.done():
-                if stop_task.done():
+                if stop_task.done() and self._abort_reason is not None:
+                    outcome.aborted = self._abort_reason
+                    log.warning("CLI pid %d: %s; killing its process group", pid, self._abort_reason)
+                elif stop_task.done():
                     outcome.stopped = True
                     log.warning("CLI pid %d: stop requested, killing its process group", pid)
                 elif sink_failed:
@@ -430,7 +443,8 @@ class RunningProcess:
         outcome.exit_code = proc.returncode
         outcome.stderr_tail = b"".join(self._stderr).decode("utf-8", "replace")
         outcome.duration_s = time.monotonic() - started
-        how = " (timed out)" if outcome.timed_out else " (stopped)" if outcome.stopped else ""
+        how = (" (timed out)" if outcome.timed_out else " (stopped)" if outcome.stopped
+               else " (aborted)" if outcome.aborted else "")
         log.info("CLI exited: pid %d, exit code %s, %.1f s%s", pid, outcome.exit_code, outcome.duration_s, how)
         return outcome
 

@@ -36,6 +36,15 @@
   ``TIEROPS_UNHEALTHY_AFTER`` cycles in a row failed, or one failed on a storage error, one
   critical "monitor unhealthy" notification goes out per episode, and an info "monitor healthy
   again" when a cycle succeeds after it.
+* Skips are not failures: a cycle whose first tier may not start — the daily budget is spent, or
+  the model tiers are paused because the API rejected the credentials (``credentials.py``) — is
+  logged at WARNING and recorded as the last cycle with status ``skipped: why``; it pings the
+  heartbeat's success URL (the monitor is alive), and neither counts towards
+  ``TIEROPS_UNHEALTHY_AFTER`` nor resets it.
+* Staleness (``/healthz``): with an interval, a cycle must finish within twice the period plus the
+  longest tier timeout; with ``TIEROPS_CRON`` it is measured from when the next cycle was due after
+  the last one (croniter), so a weekday-only or office-hours cron is not stale every weekend or
+  night.
 
 Log lines (issue #10: "the server logs nothing about cycles"): a cycle's start (trigger, tier)
 and its end (status, sessions, cost, duration) at INFO, with ``cycle`` (this process's count) and
@@ -54,9 +63,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +80,7 @@ from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, load_inventory
 from app.store import approvals as approval_store
+from app.store import incidents as incident_store
 from app.store import processes
 from app.store import sessions as session_store
 from app.store.approvals import ApprovalRow, ApprovalStateError
@@ -78,9 +88,11 @@ from app.store.db import Database, is_transient
 from app.store.rows import ChainLink, SessionRow
 from app.supervisor.alerts import run_next_queued
 from app.supervisor.chain import BudgetSpent, run_chain
+from app.supervisor.credentials import ModelTiersPaused
 from app.supervisor.hub import Hub
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
+from app.supervisor.windows import end_of_windows
 from app.vocab import FIRST_MODEL_TIER, ApprovalStatus, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -141,7 +153,7 @@ def _read_holder(fd: int) -> str:
 FIRST_SESSION_WAIT = 10.0  # seconds start_cycle waits for the cycle's first session row
 NEEDS_ATTENTION = "needs_attention"  # a cycle's status when one of its sessions needs a human
 AWAITING_APPROVAL = "awaiting_approval"  # issue #13: it ended waiting for an operator's approval
-APPROVAL_CHECK_INTERVAL = 30.0  # seconds between the server's looks for approvals past their time
+APPROVAL_CHECK_INTERVAL = 15.0  # seconds between the server's looks for approvals and windows past their time
 
 
 def cycle_status(chain: list[ChainLink]) -> str:
@@ -186,6 +198,8 @@ class Supervisor:
         self.notifier = Notifier(db, settings)
         self.heartbeat = Heartbeat(settings)
         self.started_monotonic = time.monotonic()  # /healthz measures from here until a cycle finished
+        self.started_wall = datetime.now(UTC)  # the same moment, for cron's due times
+        self.last_cycle_wall: datetime | None = None  # when the last cycle finished (or was skipped)
         self.last_cycle_at: str | None = None  # when the last cycle finished (UTC, ISO 8601)
         self.last_cycle_monotonic: float | None = None
         self.last_cycle_status: str | None = None  # its cycle_status() word, or "error" when it raised
@@ -273,7 +287,8 @@ class Supervisor:
 
     async def _run_claimed(self, tier: int, prompt: str | None, trigger: str,
                            spec: OutputSpec | None = None, *, parent: SessionRow | None = None,
-                           handoff: str | None = None, dry_run: bool = False) -> list[ChainLink]:
+                           handoff: str | None = None, dry_run: bool = False,
+                           incidents: Sequence[int] = ()) -> list[ChainLink]:
         cycle = self.cycle
         started = time.monotonic()
         log.info("cycle %d started: %s, tier %d", cycle, trigger, tier,
@@ -290,7 +305,8 @@ class Supervisor:
                 log.exception("expiring approvals failed", extra={"cycle": cycle})
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track, spec=spec,
-                                    parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier)
+                                    parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier,
+                                    incidents=incidents)
             self.last_chain = chain
             _log_cycle_end(cycle, chain, time.monotonic() - started)
             await self._cycle_finished(chain, None)
@@ -299,6 +315,9 @@ class Supervisor:
             seconds = time.monotonic() - started
             log.warning("cycle %d stopped after %.1f s: this process is stopping", cycle, seconds,
                         extra={"cycle": cycle, "status": SessionStatus.INTERRUPTED, "duration_s": round(seconds, 3)})
+            raise
+        except (BudgetSpent, ModelTiersPaused) as exc:  # no session could start: a skip, not a failure
+            await self._cycle_skipped(cycle, exc)
             raise
         except Exception as exc:  # logged once by whoever started the cycle; here only its health
             await self._cycle_finished(None, exc)
@@ -320,13 +339,15 @@ class Supervisor:
 
     async def start_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None, trigger: str = Trigger.MANUAL,
                           wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None,
-                          dry_run: bool = False) -> CycleStart:
+                          dry_run: bool = False, incidents: Sequence[int] = ()) -> CycleStart:
         """Start a cycle in the background and wait until its first session exists (the one
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
-        a cycle runs, and the cycle's own exception if it failed before creating a session."""
+        a cycle runs, and the cycle's own exception if it failed before creating a session.
+        ``incidents``: what the cycle investigates (an alert's incident), for its messages."""
         first = self._claim(f"{trigger} cycle from tier {tier}")
         return await self._start_claimed(first, lambda: self._run_claimed(tier, prompt, trigger, spec,
-                                                                          dry_run=dry_run), trigger, tier, wait)
+                                                                          dry_run=dry_run, incidents=incidents),
+                                         trigger, tier, wait)
 
     async def _start_claimed(self, first: asyncio.Future[int], run: Callable[[], Awaitable[list[ChainLink]]],
                              trigger: str, tier: int, wait: float) -> CycleStart:
@@ -344,7 +365,7 @@ class Supervisor:
             if not started:  # cancelled before its first step: _run_claimed's finally never ran
                 self._running = False
                 self._file_lock.release()
-            if not task.cancelled() and (exc := task.exception()) is not None:
+            if not task.cancelled() and (exc := task.exception()) is not None and not _skip(exc):
                 log.error("cycle %d failed: %s: %s", cycle, type(exc).__name__, oneline(exc), exc_info=exc,
                           extra={"cycle": cycle, "trigger": trigger, "tier": tier})
 
@@ -362,25 +383,36 @@ class Supervisor:
     # -- approvals (issue #13) -------------------------------------------------------------------
 
     async def expire_approvals(self) -> list[ApprovalRow]:
-        """Expire the pending approvals past their time (each one's session then needs attention)."""
+        """Expire the pending approvals past their time (each one's session then needs attention,
+        and people are told, following the messages of its incidents) and those whose incidents
+        all resolved (nothing left to run; the resolution was the message)."""
         expired = await approval_store.expire_due(self.db)
         for a in expired:
+            if (a["note"] or "").startswith(approval_store.RESOLVED_NOTE):
+                log.info("approval #%d to run tier %d expired: %s", a["id"], a["tier"], a["note"],
+                         extra={"session": a["session_pk"], "chain": a["chain_id"], "tier": a["tier"]})
+                continue
             log.warning("approval #%d to run tier %d expired; session %s needs attention", a["id"], a["tier"],
                         a["session_pk"], extra={"session": a["session_pk"], "chain": a["chain_id"], "tier": a["tier"]})
-            if a["session_pk"] is not None:  # nobody answered: tell people it now needs a human (issue #13)
-                why = f"approval #{a['id']} to run tier {a['tier']} expired: nobody approved or rejected it in time"
-                await notices.send(self.notifier, [notices.attention_notice(
-                    {"id": a["session_pk"], "tier": a["tier"] - 1}, why)])
+            ids = await approval_store.incident_ids(self.db, a["id"], fresh=True)
+            why = f"Approval #{a['id']} to run tier {a['tier']} expired: nobody approved or rejected it in time."
+            incidents = await incident_store.get_incidents(self.db, ids, fresh=True)
+            await notices.send(self.notifier, [notices.approval_expired_notice(a, incidents, why)])
         return expired
 
-    async def watch_approvals(self, every: float = APPROVAL_CHECK_INTERVAL) -> None:
-        """Expire due approvals now, then every ``every`` s until cancelled (the server's lifespan:
-        an approval expires on time even when no cycle starts)."""
+    async def watch(self, every: float = APPROVAL_CHECK_INTERVAL) -> None:
+        """Now, then every ``every`` s until cancelled (the server's lifespan): expire due approvals
+        (an approval expires on time even when no cycle starts) and act on the maintenance windows
+        that ended over alert and model incidents (``windows.py``)."""
         while True:
             try:
                 await self.expire_approvals()
             except Exception:  # storage trouble now must not end the watch
                 log.exception("expiring approvals failed")
+            try:
+                await end_of_windows(self)
+            except Exception:
+                log.exception("acting on the end of maintenance windows failed")
             await asyncio.sleep(every)
 
     async def start_approved(self, approval_id: int, actor: str, note: str | None = None, *,
@@ -434,6 +466,7 @@ class Supervisor:
         first = self.first_session
         try:
             chain = await self._run_claimed(approval["tier"], None, Trigger.ESCALATION, parent=parent,
+                                            incidents=await approval_store.incident_ids(self.db, approval["id"]),
                                             handoff=approval["handoff"])
         except Exception as exc:
             if first is None or not first.done():  # the approved tier never started: a human must know
@@ -506,8 +539,10 @@ class Supervisor:
             started = time.monotonic()
             try:
                 await self.run_cycle(tier=self.settings.first_tier, trigger=Trigger.SCHEDULE)
-            except (CycleBusy, BudgetSpent) as exc:  # BudgetSpent: tier 1 first, daily budget spent (issue #13)
+            except CycleBusy as exc:
                 log.warning("scheduled cycle skipped: %s", exc)
+            except (BudgetSpent, ModelTiersPaused):  # tier 1 first, and it may not start: logged as a skip
+                pass
             except Exception:  # a broken cycle must not stop the schedule; logged here, once
                 log.exception("scheduled cycle failed", extra={"cycle": self.cycle, "trigger": Trigger.SCHEDULE})
             done += 1
@@ -541,6 +576,7 @@ class Supervisor:
             failed = exc is not None or word == SessionStatus.FAILED or (
                 first is not None and first["status"] == SessionStatus.FAILED)
             self.last_cycle_at, self.last_cycle_monotonic, self.last_cycle_status = utcnow(), time.monotonic(), word
+            self.last_cycle_wall = datetime.now(UTC)
             if failed:
                 self.consecutive_failures += 1
                 await self.heartbeat.cycle_failed()
@@ -552,6 +588,20 @@ class Supervisor:
         except Exception:
             log.exception("cycle %d: its health could not be recorded", self.cycle, extra={"cycle": self.cycle})
 
+    async def _cycle_skipped(self, cycle: int, exc: BaseException) -> None:
+        """A cycle whose first tier may not start (the daily budget is spent, the model tiers are
+        paused) did what it must: nothing. Not a failure — no ``/fail`` ping, no count towards
+        ``TIEROPS_UNHEALTHY_AFTER``, no "monitor unhealthy" — but the last cycle's status says
+        ``skipped: why``, and the heartbeat hears that the monitor is alive. Never raises."""
+        try:
+            why = oneline(exc)
+            self.last_cycle_at, self.last_cycle_monotonic = utcnow(), time.monotonic()
+            self.last_cycle_wall, self.last_cycle_status = datetime.now(UTC), f"skipped: {why}"
+            log.warning("cycle %d skipped: %s", cycle, why, extra={"cycle": cycle, "status": "skipped"})
+            await self.heartbeat.cycle_ok()
+        except Exception:
+            log.exception("cycle %d: its skip could not be recorded", cycle, extra={"cycle": cycle})
+
     async def _monitor_notices(self, failed: bool, storage: str | None, failure: str) -> None:
         n, limit = self.consecutive_failures, self.settings.unhealthy_after
         if failed and self._unhealthy_since is None and (storage is not None or n >= limit):
@@ -560,14 +610,15 @@ class Supervisor:
             body = (f"{n} cycle(s) in a row failed (TIEROPS_UNHEALTHY_AFTER={limit}); the last: "
                     f"{storage or failure}.\nLast cycle that did not fail: {self.last_ok_at or 'none since start'}. "
                     "/healthz answers 503 while this lasts.")
-            await self.notifier.notify("monitor", "critical", f"tierops: monitor unhealthy — {what}", body,
-                                       link_path="/", dedup_key=f"monitor:unhealthy:{self._unhealthy_since}")
+            await self.notifier.post(notices.monitor_notice(
+                "monitor", "critical", f"monitor unhealthy — {what}", body, f"monitor:unhealthy:{self._unhealthy_since}"))
         elif not failed and self._unhealthy_since is not None:
             since, self._unhealthy_since = self._unhealthy_since, None
-            await self.notifier.notify("monitor", "info", "tierops: monitor healthy again",
-                                       f"A cycle finished ({self.last_cycle_status}) at {self.last_cycle_at}; "
-                                       f"cycles had failed since {since}.",
-                                       link_path="/", dedup_key=f"monitor:healthy:{since}")
+            # A follow-up: it goes wherever "unhealthy" went, whatever the minimum severity.
+            await self.notifier.post(notices.monitor_notice(
+                "monitor", "info", "monitor healthy again",
+                f"A cycle finished ({self.last_cycle_status}) at {self.last_cycle_at}; cycles had failed since {since}.",
+                f"monitor:healthy:{since}", follows_key=f"monitor:unhealthy:{since}"))
 
     def schedule_period(self) -> float:
         """Seconds between scheduled cycles: the cron's gap between its next two times, else
@@ -581,26 +632,52 @@ class Supervisor:
             return (second - first).total_seconds()
         return self.cycle_interval()
 
+    def _cron_stale(self, now: datetime) -> str | None:
+        """With cron, staleness is measured from when a cycle was *due*: the first cron time after
+        the last cycle (or after the start, before any) may be missed; by the cron time after that
+        one plus the longest tier timeout a cycle must have finished. A weekday-only or office-hours
+        cron is then never "stale" on a weekend or at night. None: not stale."""
+        from croniter import croniter
+
+        since = self.last_cycle_wall or self.started_wall
+        times = croniter(self.settings.cron, since)
+        due: datetime = times.get_next(datetime)
+        following: datetime = times.get_next(datetime)
+        deadline = following + timedelta(seconds=self.longest_tier_timeout())
+        if now <= deadline:
+            return None
+        what = "no cycle finished since the start" if self.last_cycle_wall is None else "no cycle finished since"
+        return (f"{what} {since:%Y-%m-%dT%H:%M:%SZ}: one was due at {due:%Y-%m-%dT%H:%M:%SZ} "
+                f"(TIEROPS_CRON {self.settings.cron!r}); allowed until {deadline:%Y-%m-%dT%H:%M:%SZ}, the cron time "
+                "after it plus the longest tier timeout")
+
     def longest_tier_timeout(self) -> int:
         """The longest a session of a scheduled cycle may run (tiers first_tier..max_tier)."""
         first = self.settings.first_tier
         return max(self.settings.tier(n).timeout for n in range(first, max(first, self.settings.max_tier) + 1))
 
-    def health(self, *, scheduled: bool) -> dict[str, Any]:
+    def health(self, *, scheduled: bool, now: datetime | None = None) -> dict[str, Any]:
         """For ``/healthz``: the cycle facts and ``problems`` (empty: healthy). ``scheduled``: this
-        process runs the schedule; then a cycle must have finished within twice the schedule's
-        period plus the longest tier timeout (counted from the start until one has)."""
+        process runs the schedule; then, with an interval, a cycle must have finished within twice
+        the schedule's period plus the longest tier timeout (counted from the start until one has);
+        with ``TIEROPS_CRON`` (:meth:`_cron_stale`) by the cron time after the one that was due next
+        after the last cycle, plus the longest tier timeout. ``now``: the wall clock (tests)."""
         problems: list[str] = []
         scheduler = "off"
         if scheduled:
-            allowed = 2 * self.schedule_period() + self.longest_tier_timeout()
-            age = time.monotonic() - (self.last_cycle_monotonic or self.started_monotonic)
             scheduler = "ok"
-            if age > allowed:
-                scheduler = "stale"
-                what = "no cycle finished" if self.last_cycle_monotonic is None else "no cycle finished since"
-                problems.append(f"{what} in {age:.0f} s (allowed: {allowed:.0f} s, twice the schedule's period "
-                                "plus the longest tier timeout)")
+            if self.settings.cron:
+                if (stale := self._cron_stale(now or datetime.now(UTC))) is not None:
+                    scheduler = "stale"
+                    problems.append(stale)
+            else:
+                allowed = 2 * self.schedule_period() + self.longest_tier_timeout()
+                age = time.monotonic() - (self.last_cycle_monotonic or self.started_monotonic)
+                if age > allowed:
+                    scheduler = "stale"
+                    what = "no cycle finished" if self.last_cycle_monotonic is None else "no cycle finished since"
+                    problems.append(f"{what} in {age:.0f} s (allowed: {allowed:.0f} s, twice the schedule's period "
+                                    "plus the longest tier timeout)")
         if self.consecutive_failures >= self.settings.unhealthy_after:
             problems.append(f"the last {self.consecutive_failures} cycles failed "
                             f"(TIEROPS_UNHEALTHY_AFTER={self.settings.unhealthy_after})")
@@ -608,6 +685,11 @@ class Supervisor:
                 "last_cycle_at": self.last_cycle_at,
                 "last_cycle_status": self.last_cycle_status, "consecutive_failures": self.consecutive_failures,
                 "problems": problems}
+
+
+def _skip(exc: BaseException) -> bool:
+    """A cycle that raised this was skipped (logged as such by ``_run_claimed``), not failed."""
+    return isinstance(exc, (BudgetSpent, ModelTiersPaused))
 
 
 def _storage_error(chain: list[ChainLink] | None, exc: BaseException | None) -> str | None:

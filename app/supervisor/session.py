@@ -27,6 +27,14 @@ for the next one to kill a CLI still running (``Supervisor.recover_interrupted``
 after the row exists, even while preparing the run (its folder, its prompt file), ends the
 session ``failed`` with why, so no row is left ``running`` by an exception.
 
+Rejected credentials: the pinned CLI retries an HTTP 401 for about three minutes (reference §6,
+``f_api_401``). As soon as a read holds an ``api_retry`` with ``error_status`` 401 or 403 (or a
+result with that ``api_error_status``), the CLI's process group is killed (``RunningProcess.abort``,
+the kill of a timeout), the session ends ``failed`` with "API key rejected (HTTP 401 …): …what to
+do…", and the model tiers are paused (``credentials.py``) with a fingerprint of the credentials
+in the environment the CLI was given. While paused, no session of tier >= 1 starts here
+(:class:`~app.supervisor.credentials.ModelTiersPaused`, raised before the row exists).
+
 Stop from another process (issue #14, ``remote_stop``): that process records the request on the
 row, then signals the CLI's process group; when a CLI exits this module reads the request, so the
 session ends ``interrupted`` "stopped by an operator (who)" as a local Stop does, not as a crash.
@@ -52,13 +60,15 @@ from app.engine.report import SessionReport
 from app.errors import CLIError, StorageUnavailable
 from app.logs import oneline
 from app.output.extract import format_section, recovery_section
-from app.output.outcome import Budget, usd
+from app.output.outcome import Budget, CredentialsRejected, usd
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.paths import PACKAGE_ROOT
+from app.probe.variables import SERVE_VARIABLES
 from app.store import processes, sessions
 from app.store.db import Database
 from app.supervisor.context import recovery_prompt
+from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
 from app.supervisor.hub import Hub
 from app.supervisor.runner import (
     Launch,
@@ -72,7 +82,7 @@ from app.supervisor.runner import (
     too_long_for_argv,
 )
 from app.tasks import spawn
-from app.vocab import PROBE_TIER, AttemptKind, SessionStatus
+from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, AttemptKind, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +158,8 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     """1. create the session row; 2. spawn and stream; 3. recover output by resuming;
     4. finalize (route, status) and return the report."""
     handle = handle or SessionHandle()
+    if req.tier >= FIRST_MODEL_TIER and (paused := await model_tiers_paused(db, settings)) is not None:
+        raise ModelTiersPaused(paused)  # before the row: nothing to record, the caller says why
     cfg = settings.tier(req.tier)
     spec = req.spec or OutputSpec.default(validator, settings.output_mode)
     validator = spec.validator
@@ -172,6 +184,9 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     stderr_tail = ""
     override: tuple[str, str] | None = None
     outcome: AttemptOutcome | None = None
+    rejected: CredentialsRejected | None = None  # the API refused the credentials the CLI was given
+    env: dict[str, str] = {}
+    home: Path | None = None
     try:
         state = settings.state_dir.resolve()
         cwd = state / "sessions" / str(rec.session_pk)
@@ -182,6 +197,8 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         env = child_env(home, settings.allowed_env())
         if req.tier == PROBE_TIER:
             env["PYTHONPATH"] = str(PACKAGE_ROOT)  # the probe runs this package, installed or not (issue #12)
+            # `serve`'s address, for a checks file's ${TIEROPS_SERVE_URL} (app/probe/variables.py)
+            env.update({name: os.environ[name] for name in SERVE_VARIABLES if name in os.environ})
         # Issue #11: native mode hands the schema to the CLI (--json-schema, its StructuredOutput
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
@@ -216,11 +233,15 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             for line in batch:
                 await rec.feed(line)
             await rec.flush()  # one commit per read: live pages see lines as they come
+            if (refused := rec.credentials_rejected) is not None and handle.process is not None:
+                # The CLI would retry a 401 for minutes (reference §6): stop it now.
+                handle.process.abort(f"the API rejected the credentials (HTTP {refused.status} {refused.error})")
 
         proc_out = await _spawn(handle, launch, sink, settings, record, db, rec.session_pk)
         exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail
+        rejected = rec.credentials_rejected
         outcome = await rec.end_attempt(exit_code)
-        override = _override(proc_out, cfg.timeout, handle)
+        override = _override(proc_out, cfg.timeout, handle, rejected)
         retries = 0
         while (override is None and outcome.needs_recovery and rec.session_id
                and retries < max_retries and not handle.stopped):
@@ -241,8 +262,9 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             resume = launch_for(again, resume=rec.session_id, budget_usd=left)
             proc_out = await _spawn(handle, resume, sink, settings, record, db, rec.session_pk)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
+            rejected = rec.credentials_rejected
             outcome = await rec.end_attempt(exit_code)
-            override = _override(proc_out, cfg.timeout, handle)
+            override = _override(proc_out, cfg.timeout, handle, rejected)
         if len(rec.outcomes) > 1 and rec.outcomes[0].run.status == SessionStatus.COMPLETED and (
                 (override and override[0] == SessionStatus.FAILED) or outcome.run.status == SessionStatus.FAILED):
             # The check itself completed; only a recovery resume failed (timeout, API error): keep
@@ -279,6 +301,12 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
                                 exit_code=exit_code, stderr_tail=stderr_tail or None)
     if hub:
         hub.notify(rec.session_pk, "session_finished", status=report["status"])
+    if rejected is not None:
+        try:  # every later tier >= 1 would meet the same refusal: paused until the credentials change
+            await pause_model_tiers(db, f"HTTP {rejected.status} {rejected.error}", env, home, rec.session_pk)
+        except Exception:  # the session's own record stands; the next session meets the refusal again
+            log.exception("session %d: the pause of the model tiers could not be recorded", rec.session_pk,
+                          extra=rec.log_context)
     api_failure = bool(outcome and outcome.run.api_failure and override is None)
     return SessionResult(rec.session_pk, report, api_failure, report["attempts"])
 
@@ -328,9 +356,12 @@ async def _spawn(handle: SessionHandle, launch: Launch, sink: LineSink, settings
     return outcome
 
 
-def _override(proc: ProcessOutcome, timeout: float, handle: SessionHandle) -> tuple[str, str] | None:
+def _override(proc: ProcessOutcome, timeout: float, handle: SessionHandle,
+              rejected: CredentialsRejected | None = None) -> tuple[str, str] | None:
     if proc.stopped:
         return (SessionStatus.INTERRUPTED, handle.stop_reason)
+    if rejected is not None:  # whether the CLI was stopped for it or gave up by itself
+        return (SessionStatus.FAILED, rejected.reason())
     if proc.timed_out:
         return (SessionStatus.FAILED, f"timed out after {timeout:g} s; the process group was killed")
     return None

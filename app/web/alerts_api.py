@@ -10,7 +10,8 @@ body is one of three shapes, told apart and validated by ``app/engine/alerts.py`
 while reading).
 
 The answer is 202 with one item per alert: its fingerprint, the incident it opened, updated or
-resolved (or ``ignored``), and the run: the session started, the queued run, or why none.
+resolved (or ``ignored``), and the run: the session started, the queued run, or why none. The
+alerts of one group (``TIEROPS_ALERT_GROUPING=group``) share their incident and its run.
 A payload that would open an incident while the run queue is full is 503 ``queue_full`` with
 nothing written (the sender retries).
 """
@@ -56,7 +57,8 @@ async def alerts(request: Request) -> Response:
     except QueueFull as exc:
         raise ApiError(503, "queue_full", str(exc)) from None
     log.info("received %d alert(s) from %s: %s", len(parsed), source,
-             ", ".join(f"{o.change_word} {o.alert.key}" for o in outcomes[:10]) + (" …" if len(outcomes) > 10 else ""))
+             ", ".join(f"{o.change_word} {o.change.incident['key'] if o.change else o.alert.key}" for o in outcomes[:10])
+             + (" …" if len(outcomes) > 10 else ""))
     accepted: AlertsAccepted = {"alerts": [_result(o) for o in outcomes]}
     return JSONResponse(accepted, status_code=202)
 

@@ -30,6 +30,7 @@ from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.errors import CycleBusy
 from app.store import activity as activity_store
 from app.store import attempts, findings
+from app.store import cooldowns as action_store
 from app.store import memories as memory_store
 from app.store import schemas as schema_store
 from app.store import sessions as session_store
@@ -37,9 +38,10 @@ from app.store.incidents import OPERATOR_MAX
 from app.store.memories import MemoryConflict
 from app.store.rows import SessionRow
 from app.supervisor.chain import BudgetSpent, tier0_problem
+from app.supervisor.credentials import ModelTiersPaused
 from app.supervisor.remote_stop import StopRefused, stop_anywhere
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
-from app.web import alerts_api, approvals_api, incidents_api, stats_api
+from app.web import alerts_api, approvals_api, incidents_api, maintenance_api, notifications_api, stats_api
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
 from app.web.limits import (
     MEMORY_CATEGORY_MAX,
@@ -57,6 +59,7 @@ from app.web.openapi import (
     EVENTS_LIMIT,
     MEMORIES_LIMIT,
     OPERATOR_PATTERN,
+    PROPOSALS_MAX,
     SCHEMAS_LIMIT,
     SESSIONS_LIMIT,
     ActivityLine,
@@ -180,7 +183,9 @@ async def sessions(request: Request) -> Response:
 
 async def session(request: Request) -> Response:
     row = await _session_or_404(request)
-    body: SessionDetail = {**row, "output_attempts": await attempts.list_attempts(state(request).db, row["id"])}
+    db = state(request).db
+    body: SessionDetail = {**row, "output_attempts": await attempts.list_attempts(db, row["id"]),
+                           "proposals": await action_store.proposals(db, session_pk=row["id"], limit=PROPOSALS_MAX)}
     return JSONResponse(body)
 
 
@@ -269,6 +274,8 @@ async def runs(request: Request) -> Response:
         raise ApiError(409, "cycle_running", str(exc)) from None
     except BudgetSpent as exc:  # issue #13: no session was created
         raise ApiError(409, "daily_budget_spent", str(exc)) from None
+    except ModelTiersPaused as exc:  # the API rejected these credentials: no session was created
+        raise ApiError(409, "model_tiers_paused", str(exc)) from None
     except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
         raise ApiError(500, "run_failed", f"the cycle could not start: {exc}") from None
     if started.session_pk is None:
@@ -426,5 +433,9 @@ routes = [
     Route("/alerts", _documented("/alerts", alerts_api.alerts), methods=["POST"]),  # issue #13
     Route("/queue", _documented("/queue", alerts_api.queue)),
     Route("/stats", _documented("/stats", stats_api.stats)),  # issue #14
+    Route("/maintenance", _documented("/maintenance", maintenance_api.maintenance), methods=["GET", "POST"]),
+    Route("/maintenance/{id}/end", _documented("/maintenance/{id}/end", maintenance_api.end), methods=["POST"]),
+    Route("/notifications", _documented("/notifications", notifications_api.notifications)),
+    Route("/notifications/preview", _documented("/notifications/preview", notifications_api.preview)),
     Route("/openapi.json", openapi),
 ]

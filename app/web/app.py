@@ -43,6 +43,7 @@ from app.store import notifications as notification_store
 from app.store.db import Database
 from app.supervisor.alerts import work_queue
 from app.supervisor.follow import Follower
+from app.supervisor.health import assess
 from app.supervisor.hub import Hub
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
@@ -55,7 +56,9 @@ from app.web import (
     cooldown_pages,
     docs_pages,
     incident_pages,
+    maintenance_pages,
     memory_pages,
+    notification_pages,
     pages,
     schema_pages,
     stats_pages,
@@ -134,28 +137,26 @@ class Metrics:
 
 
 async def healthz(request: Request) -> Response:
-    """Issue #13: an honest health check, unauthenticated and cheap. 503 when the database cannot
-    be written (a real write probe), when the schedule runs here and no cycle finished in time
-    (``Supervisor.health``), or when the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed. The
-    body says which (``problems``); notifications show counts and errors, never their URLs."""
+    """Issue #13: an honest health check, unauthenticated and cheap, deciding exactly what the
+    overview's headline shows (``app/supervisor/health.py``). 503 ``unhealthy`` when the database
+    cannot be written (a real write probe), when the schedule runs here and no cycle finished in
+    time (``Supervisor.health``), or when the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed
+    (``problems``). 200 ``degraded`` when the monitor runs but no language-model tier can start —
+    no claude CLI, the daily budget spent, the model tiers paused after rejected credentials
+    (``warnings``); 200 ``ok`` otherwise. Notifications show counts and errors, never their URLs."""
     st = state(request)
-    try:
-        await dashboard.ping(st.db)
-        write_problem = await dashboard.write_problem(st.db)
-    except Exception as exc:  # the point of a health check: report, never raise
-        write_problem = f"{type(exc).__name__}: {exc}"
-    health = st.supervisor.health(scheduled=st.settings.schedule)
-    problems: list[str] = list(health.pop("problems"))
-    if write_problem:
-        problems.insert(0, f"the database cannot be written: {oneline(write_problem)}")
-    body = {"status": "unhealthy" if problems else "ok", **health,
-            "storage": f"error: {oneline(write_problem)}" if write_problem else "ok",
-            "notifications": st.supervisor.notifier.status(), "problems": problems}
-    previous = getattr(request.app.state, "health_problems", [])
-    if problems != previous:  # logged when it changes, not at every poll
-        request.app.state.health_problems = problems
+    health = await assess(st.supervisor)
+    problems, warnings = health.problems, health.warnings
+    body = {"status": health.status, **health.facts,
+            "storage": f"error: {oneline(health.storage)}" if health.storage else "ok",
+            "notifications": st.supervisor.notifier.status(), "problems": problems, "warnings": warnings}
+    previous: tuple[list[str], list[str]] = getattr(request.app.state, "health_problems", ([], []))
+    if (problems, warnings) != previous:  # logged when it changes, not at every poll
+        request.app.state.health_problems = (problems, warnings)
         if problems:
             log.warning("health check: unhealthy: %s", "; ".join(problems))
+        elif warnings:
+            log.warning("health check: degraded: %s", "; ".join(warnings))
         else:
             log.info("health check: healthy again")
     return JSONResponse(body, status_code=503 if problems else 200)
@@ -256,7 +257,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
         pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
         # Issue #13: pending approvals expire on time even when no cycle starts (checked every 30 s).
-        approvals_watch = spawn(supervisor.watch_approvals(), "tierops-approvals")
+        approvals_watch = spawn(supervisor.watch(), "tierops-watch")
         # Issue #13: runs queued by alerts start when the cycle is free (woken when a cycle ends).
         run_queue_worker = spawn(work_queue(supervisor), "tierops-run-queue")
         # Issue #14: live pages of sessions other processes run (tierops run/supervise, same database).
@@ -292,6 +293,8 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         *schema_pages.routes,
         *incident_pages.routes,
         *approval_pages.routes,
+        *maintenance_pages.routes,
+        *notification_pages.routes,
         *config_pages.routes, *cooldown_pages.routes, *stats_pages.routes, *docs_pages.routes,  # issue #14
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]

@@ -1,14 +1,18 @@
 """The overview's answer first (issue #14): one headline that says whether everything is OK.
 
-Why a module of its own: "is everything OK?" has one answer, decided in one place, worst first:
+Why a module of its own: "is everything OK?" has one answer, decided in one place, worst first.
+The monitor's own part is the very decision ``/healthz`` makes (``app/supervisor/health.py``):
 
-1. **Monitor unhealthy** — the monitor itself cannot be trusted, so no other answer can: the
-   database cannot be written (the same write probe as ``/healthz``), the schedule is stale or
-   the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed (``Supervisor.health``, as ``/healthz``),
-   the claude CLI is missing while language-model tiers are configured, or the daily budget is
-   spent (``chain.daily_budget_spent``: tiers 1 to 3 will not start).
-2. **N open incidents** — unresolved incidents (open or acknowledged), the worst named.
-3. **All clear**.
+1. **Monitor unhealthy** (red; ``/healthz`` 503) — the monitor itself cannot be trusted, so no
+   other answer can: the database cannot be written, the schedule is stale or the last
+   ``TIEROPS_UNHEALTHY_AFTER`` cycles failed.
+2. **Model tiers unavailable** (amber, ``data-state="degraded"``; ``/healthz`` 200 ``degraded``
+   with its ``warnings``) — tier 0 runs, but no language-model tier can start: the claude CLI is
+   missing while ``TIEROPS_MAX_TIER`` >= 1 (what to install, or ``TIEROPS_MAX_TIER=0``), the
+   daily budget is spent, or the model tiers are paused after the API rejected the credentials.
+3. **N open incidents** — unresolved incidents (open or acknowledged), the worst named. They are
+   listed under the first two states too.
+4. **All clear**.
 
 Each state has a colour *and* a word and a symbol (colour-blind safe), a stable ``#headline`` id
 and ``data-state`` for tests, and the time of the last and the next cycle. The last cycle is read
@@ -28,55 +32,29 @@ from app.clock import parse_stamp
 from app.store import dashboard
 from app.store.dashboard import GridCell, ServiceGrid
 from app.store.rows import ChainLink
-from app.supervisor.chain import daily_budget_spent
+from app.supervisor.health import assess
 from app.supervisor.scheduler import cycle_status
-from app.vocab import FIRST_MODEL_TIER
 from app.web.common import WebState
 
 log = logging.getLogger(__name__)
 
-STATE_SYMBOL = {"unhealthy": "✕", "incidents": "!", "clear": "✓"}
+STATE_SYMBOL = {"unhealthy": "✕", "degraded": "⚠", "incidents": "!", "clear": "✓"}
 # Service grid cells: a symbol and a word beside the colour (issue #14: colour-blind safe).
 CELL_SYMBOL = {"ok": "✓", "degraded": "!", "down": "✕", "unknown": "?"}
 CELL_WORD = {"ok": "healthy", "degraded": "degraded", "down": "down", "unknown": "unknown status"}
 
 
 class Headline(TypedDict):
-    state: str  # unhealthy | incidents | clear
+    state: str  # unhealthy | degraded | incidents | clear
     symbol: str
     title: str
-    problems: list[str]
+    problems: list[str]  # unhealthy: why; degraded: the warnings
     incidents: dashboard.IncidentTally
     last_cycle_at: str | None
     last_cycle_status: str | None
     last_cycle_session: int | None
     next_cycle: str  # a time, or words ("not scheduled", "after the running cycle")
     next_cycle_at: str | None
-
-
-async def problems(st: WebState, cli_error: str | None) -> list[str]:
-    """Why the monitor is unhealthy now (empty: it is not)."""
-    found: list[str] = []
-    try:
-        storage = await dashboard.write_problem(st.db)
-    except Exception as exc:  # reporting is the point: never a 500 for it
-        storage = f"{type(exc).__name__}: {exc}"
-    if storage:
-        found.append(f"the database cannot be written: {storage}")
-    found.extend(st.supervisor.health(scheduled=st.settings.schedule)["problems"])
-    models = st.settings.max_tier >= FIRST_MODEL_TIER
-    if cli_error and models:
-        tail = " (tier 0 still runs the checks)" if st.settings.checks is not None else ""
-        found.append(f"the claude CLI is missing: {cli_error}; tiers {FIRST_MODEL_TIER} to "
-                     f"{st.settings.max_tier} cannot run{tail}")
-    if models:
-        try:
-            spent = await daily_budget_spent(st.db, st.settings, FIRST_MODEL_TIER)
-        except Exception as exc:  # a read that fails is a storage problem, reported as such
-            spent = f"the daily budget could not be read: {type(exc).__name__}: {exc}"
-        if spent:
-            found.append(spent)
-    return found
 
 
 def _newer(a: str | None, b: str | None) -> bool:
@@ -91,9 +69,9 @@ def _newer(a: str | None, b: str | None) -> bool:
         return False
 
 
-async def headline(st: WebState, chain: list[ChainLink], cli_error: str | None) -> Headline:
+async def headline(st: WebState, chain: list[ChainLink]) -> Headline:
     sup = st.supervisor
-    found = await problems(st, cli_error)
+    health = await assess(sup)
     tally = await dashboard.incident_tally(st.db)
     last_at: str | None = None
     last_status: str | None = None
@@ -104,7 +82,7 @@ async def headline(st: WebState, chain: list[ChainLink], cli_error: str | None) 
         last_session = chain[0]["id"]
     if _newer(sup.last_cycle_at, last_at):  # this process finished a cycle after the newest chain's row
         last_at, last_status = sup.last_cycle_at, sup.last_cycle_status
-        if last_status == "error":  # it raised, maybe before its first session: no row to link
+        if last_status == "error" or (last_status or "").startswith("skipped"):  # no row to link
             last_session = None
     next_at = sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None
     if not st.settings.schedule:
@@ -116,9 +94,13 @@ async def headline(st: WebState, chain: list[ChainLink], cli_error: str | None) 
         next_words = "after the running cycle"
     else:
         next_words = "starting"
-    if found:
+    found = health.problems or health.warnings
+    if health.problems:
         state = "unhealthy"
         title = "Monitor unhealthy"
+    elif health.warnings:
+        state = "degraded"
+        title = "Model tiers unavailable"
     elif tally["unresolved"]:
         state = "incidents"
         n = tally["unresolved"]

@@ -1,6 +1,7 @@
 """The ``/cooldowns`` page (issue #14): the limits of ``TIEROPS_COOLDOWNS``, every (action, service)
-window with actions in it — used, remaining and when the next one is allowed — and the newest
-recorded actions.
+window with actions in it — used, remaining and when the next one is allowed — the newest
+recorded actions (taken or dry runs) and, apart, the newest proposed ones with whether the limits
+would allow each now.
 
 It shows what ``GET /api/v1/cooldowns`` returns, read by the overview's own context function
 (:func:`app.web.pages.cooldowns_ctx`, one reader for both pages): a ``TIEROPS_COOLDOWNS`` that cannot

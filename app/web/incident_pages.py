@@ -1,6 +1,7 @@
 """The ``/incidents`` pages (issue #12): the list (unresolved by default, filtered by status and
-service) and one incident with its latest evidence, its timeline and three small forms —
-Acknowledge, Resolve, Silence — each with a note.
+service) and one incident with its latest evidence, the actions the tiers proposed for it (each
+with the session that proposed it), its timeline and three small forms — Acknowledge, Resolve,
+Silence — each with a note.
 
 The forms do what ``POST /api/v1/incidents/{id}/ack|resolve|silence`` do, through the same
 :func:`app.web.incidents_api.perform` with the same rules (the note's length, the silence's end
@@ -19,18 +20,25 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from app.clock import utcnow
+from app.engine.alerts import is_link
+from app.store import alert_incidents
+from app.store import cooldowns as action_store
 from app.store import incidents as incident_store
+from app.store.db import Database
 from app.store.incidents import NOTE_MAX, IncidentStateError, parse_until
+from app.store.rows import IncidentRow
 from app.vocab import IncidentStatus, values
 from app.web.common import ApiError, choice_param, int_param, path_int, state
 from app.web.incidents_api import Action, actor_for, perform
 from app.web.limits import FILTER_TEXT_MAX
+from app.web.openapi import PROPOSALS_MAX
 from app.web.pages import page_query, read_form
 from app.web.templating import page
 
 log = logging.getLogger(__name__)
 
 INCIDENTS_PER_PAGE = 100
+ALERTS_SHOWN = 200  # alerts of one incident listed on its page (the API lists up to 1000)
 STATUS_CHOICES = ("unresolved", *values(IncidentStatus), "all")
 SILENCE_CHOICES = (("1h", "1 hour"), ("4h", "4 hours"), ("1d", "1 day"), ("7d", "7 days"))
 # Fixed notices after a redirect (never query text echoed into the page).
@@ -63,11 +71,31 @@ async def _incident_ctx(request: Request, pk: int) -> dict[str, Any]:
     if row is None:
         raise ApiError(404, "not_found", f"There is no incident {pk}.")
     ctx: dict[str, Any] = {"i": row, "timeline": await incident_store.timeline(db, pk), "now": utcnow(),
+                           "proposals": await action_store.proposals(db, incident_id=pk, limit=PROPOSALS_MAX),
+                           **await _alert_ctx(db, row),
                            "silence_choices": SILENCE_CHOICES, "note_max": NOTE_MAX, "error": None,
                            "form": {"action": None, "note": "", "until": "1h"}}
     if (notice := NOTICES.get(request.query_params.get("notice", ""))) is not None:
         ctx["notice"] = notice  # over the shared ?notice= texts of templating.py
     return ctx
+
+
+def links_of(value: Any) -> list[dict[str, str]]:
+    """Stored ``[{label, url}]`` as the page may show them: http(s) URLs only, whatever the row holds."""
+    if not isinstance(value, list):
+        return []
+    return [{"label": str(v.get("label") or "link"), "url": v["url"]} for v in value
+            if isinstance(v, dict) and isinstance(v.get("url"), str) and is_link(v["url"])]
+
+
+async def _alert_ctx(db: Database, row: IncidentRow) -> dict[str, Any]:
+    """An alert incident's links (runbooks first), annotations and alerts, for the page."""
+    alerts = await alert_incidents.incident_alerts(db, row["id"], limit=ALERTS_SHOWN)
+    counts = await alert_incidents.alert_counts(db, row["id"])
+    notes = row.get("annotations")
+    return {"links": links_of(row.get("links")), "annotations": notes if isinstance(notes, dict) else {},
+            "alerts": [{**a, "links": links_of(a["links"])} for a in alerts], "alert_counts": counts,
+            "alerts_more": counts["firing"] + counts["resolved"] - len(alerts)}
 
 
 async def incident_page(request: Request) -> Response:

@@ -1,6 +1,7 @@
-"""The incidents API (issue #12): list, one incident with its timeline, and the operator actions
-acknowledge, resolve and silence. ``app/web/api.py`` mounts these handlers under the paths
-``app/web/openapi.py`` documents (its ``_documented`` wrapper refuses unknown query parameters).
+"""The incidents API (issue #12): list, one incident with its timeline and the actions the tiers
+proposed for it, and the operator actions acknowledge, resolve and silence. ``app/web/api.py``
+mounts these handlers under the paths ``app/web/openapi.py`` documents (its ``_documented``
+wrapper refuses unknown query parameters).
 
 A module of its own because incidents bring what no other endpoint has: *who* acted. An action
 records an actor built from the operator's optional ``by`` and how the request was authenticated
@@ -23,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.store import alert_incidents
+from app.store import cooldowns as action_store
 from app.store import incidents as incident_store
 from app.store.db import Database
 from app.store.incidents import NOTE_MAX, OPERATOR_MAX, IncidentStateError, parse_until
@@ -33,6 +36,7 @@ from app.web.openapi import (
     INCIDENT_FILTERS,
     INCIDENTS_LIMIT,
     OPERATOR_PATTERN,
+    PROPOSALS_MAX,
     UNTIL_MAX,
     UNTIL_PATTERN,
     IncidentDetail,
@@ -112,7 +116,10 @@ async def incident(request: Request) -> Response:
     row = await incident_store.get_incident(db, pk)
     if row is None:
         raise ApiError(404, "not_found", f"no incident {pk}")
-    body: IncidentDetail = {**row, "timeline": await incident_store.timeline(db, pk)}
+    body: IncidentDetail = {**row, "timeline": await incident_store.timeline(db, pk),
+                            "proposals": await action_store.proposals(db, incident_id=pk, limit=PROPOSALS_MAX),
+                            "alerts": await alert_incidents.incident_alerts(db, pk),
+                            "alert_counts": await alert_incidents.alert_counts(db, pk)}
     return JSONResponse(body)
 
 

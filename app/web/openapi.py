@@ -32,8 +32,24 @@ from app.engine.alerts import (
     TITLE_MAX,
 )
 from app.engine.cooldowns import CooldownReport
+from app.engine.maintenance import MaintenanceReport
+from app.store.alert_incidents import AlertCounts, IncidentAlertRow
 from app.store.approvals import ApprovalRow
+from app.store.cooldowns import ProposalRow
 from app.store.incidents import NOTE_MAX, OPERATOR_MAX, UNTIL_HELP
+from app.store.maintenance import (
+    DURATION_HELP,
+    DURATION_MAX,
+    DURATION_PATTERN,
+    MAX_DAYS,
+    PATTERN_MAX,
+    PATTERNS_MAX,
+    REASON_MAX,
+    TIME_HELP,
+    TIME_MAX,
+    TIME_PATTERN,
+    MaintenanceRow,
+)
 from app.store.rows import (
     EventRow,
     IncidentRow,
@@ -57,6 +73,7 @@ from app.web.limits import (
     SCHEMA_DESCRIPTION_MAX,
     SCHEMA_NAME_PATTERN,
 )
+from app.web.notifications_api import NOTIFICATIONS_LIMIT, PREVIEW_LAST, NotificationsBody, PreviewBody
 from app.web.stats_api import ROLLUP_BY, ROLLUP_LIMIT, STATS_DAYS, RollupBody, SessionListItem, StatsBody
 
 SQLITE_MAX_INT = 2**63 - 1
@@ -72,6 +89,7 @@ INCIDENTS_LIMIT = (100, 1, 1000)
 QUEUE_LIMIT = (100, 1, 1000)  # issue #13: GET /queue
 COOLDOWN_ACTIONS_LIMIT = (20, 1, 500)  # issue #13: the recent actions GET /cooldowns lists
 APPROVALS_LIMIT = (100, 1, 1000)
+PROPOSALS_MAX = 500  # proposed actions listed with one session or one incident
 
 # Incidents (issue #12, app/web/incidents_api.py): the status filter ("unresolved": open and
 # acknowledged), the operator's name (one line) and the shape of a silence's end, which
@@ -101,6 +119,7 @@ class OutputAttempt(TypedDict):
 
 class SessionDetail(SessionRow):
     output_attempts: Sequence[OutputAttempt]
+    proposals: Sequence[ProposalRow]  # the actions it proposed, in its order (never taken, never counted)
 
 
 class ActivityLine(TypedDict):
@@ -153,9 +172,17 @@ class ResultBody(TypedDict):
 
 
 class IncidentDetail(IncidentRow):
-    """An incident with its timeline (the latest 500 entries, oldest first)."""
+    """An incident with its timeline (the latest 500 entries, oldest first) and the actions the
+    tiers proposed for it (newest first, each with the proposing session and tier). An alert
+    incident lists its alerts (a group's several: firing first, the worst first; at most 1000,
+    ``alert_counts`` counts them all), each with its labels, annotations and http(s) links; the
+    incident's own ``links`` (runbooks first) and ``annotations`` come from them. Every text of an
+    alert is the sender's."""
 
     timeline: Sequence[TimelineRow]
+    proposals: Sequence[ProposalRow]
+    alerts: Sequence[IncidentAlertRow]
+    alert_counts: AlertCounts
 
 
 class ApprovalStarted(TypedDict):
@@ -337,6 +364,8 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
     "AlertsAccepted": AlertsAccepted, "QueuedRun": QueuedRunRow,
     "Stats": StatsBody, "Rollup": RollupBody,  # issue #14
     "AttentionAck": AttentionAck,  # issue #14
+    "Maintenance": MaintenanceReport, "MaintenanceWindow": MaintenanceRow,
+    "Notifications": NotificationsBody, "NotificationPreview": PreviewBody,
 }
 
 # Issue #14: operations grouped by tag (the /api/docs page), by the path's first segment.
@@ -345,7 +374,9 @@ TAGS = {"sessions": "Sessions, their transcripts, results and roll-ups",
         "memories": "What the tiers learned", "schemas": "Named output schemas",
         "incidents": "Incidents and operator actions", "approvals": "Escalations waiting for an operator",
         "cooldowns": "Limits on actions", "alerts": "Alerts in", "queue": "Runs waiting for a cycle",
-        "stats": "Statistics for widgets", "openapi.json": "This document"}
+        "stats": "Statistics for widgets", "maintenance": "Maintenance windows",
+        "notifications": "What people are told: messages, routes, a preview",
+        "openapi.json": "This document"}
 
 
 def _stats_paths(auth: bool) -> dict[str, Any]:
@@ -425,7 +456,8 @@ def _alerts_op(auth: bool) -> dict[str, Any]:
     """POST /alerts: the API token, or TIEROPS_WEBHOOK_TOKEN (bearer or ?token=); 503 when the run
     queue is full."""
     op = _op("Receive alerts (Alertmanager or Grafana webhook, or {title, ...}): open, update or resolve their "
-             "incidents; an opened one starts tier 1 (queued while a cycle runs)",
+             "incidents (one per notification group with TIEROPS_ALERT_GROUPING=group, the default; one per alert "
+             "otherwise); an opened one starts tier 1 once (queued while a cycle runs)",
              _ok("AlertsAccepted", "accepted"), status="202", auth=auth, body="AlertPayload",
              params=[_q("token", {"type": "string"}) | {
                  "description": "TIEROPS_WEBHOOK_TOKEN, for senders that cannot set an Authorization header"}],
@@ -434,11 +466,56 @@ def _alerts_op(auth: bool) -> dict[str, Any]:
     return op
 
 
+def _maintenance_schemas() -> dict[str, Any]:
+    """The bodies of POST /maintenance and POST /maintenance/{id}/end (app/web/maintenance_api.py)."""
+    time = {"type": "string", "minLength": 1, "maxLength": TIME_MAX, "pattern": TIME_PATTERN}
+    patterns = {"type": "array", "minItems": 1, "maxItems": PATTERNS_MAX,
+                "items": {"type": "string", "minLength": 1, "maxLength": PATTERN_MAX, "pattern": NOT_BLANK}}
+    by = _incident_action_properties()["by"]
+    return {
+        "MaintenanceCreate": {
+            "type": "object", "additionalProperties": False, "required": ["reason"],
+            "oneOf": [{"required": ["duration"]}, {"required": ["ends_at"]}],
+            "properties": {
+                "duration": {"type": "string", "minLength": 1, "maxLength": DURATION_MAX, "pattern": DURATION_PATTERN,
+                             "description": f"How long, from starts_at: {DURATION_HELP}; at most {MAX_DAYS} days"},
+                "ends_at": time | {"description": f"When it ends (instead of duration): {TIME_HELP}; in the future"},
+                "starts_at": time | {"description": f"When it starts (default now; at most {MAX_DAYS} days ahead)"},
+                "services": patterns | {"description": "Service patterns (* and ?); left out: every service"},
+                "checks": patterns | {"description": "Check patterns (* and ?); left out: every check"},
+                "reason": {"type": "string", "minLength": 1, "maxLength": REASON_MAX, "pattern": NOT_BLANK},
+                "by": by}},
+        "MaintenanceEnd": {"type": "object", "additionalProperties": False, "properties": {"by": by}},
+    }
+
+
+def _maintenance_paths(auth: bool) -> dict[str, Any]:
+    """GET and POST /maintenance, POST /maintenance/{id}/end; GET's 500 is a TIEROPS_MAINTENANCE the
+    server cannot read."""
+    get = _op("Every maintenance window: configured ones (TIEROPS_MAINTENANCE, the checks file) with their current "
+              "or next occurrence, ad-hoc ones active or upcoming (active first), the ad-hoc ones that ended lately, "
+              "and why configured ones may be missing", _ok("Maintenance"), auth=auth, errors=("500",))
+    get["responses"]["500"] = _error("TIEROPS_MAINTENANCE cannot be read (a configuration problem on the server)")
+    return {
+        "/maintenance": {
+            "get": get,
+            "post": _op("Add an ad-hoc maintenance window: incidents inside it are recorded, nothing escalates and "
+                        "no message is sent (422 with the field's path: an end in the past, longer than "
+                        f"{MAX_DAYS} days)", _ok("MaintenanceWindow", "created"), status="201", auth=auth,
+                        body="MaintenanceCreate")},
+        "/maintenance/{id}/end": {"post": _op(
+            "End an ad-hoc window now (an upcoming one never starts; 409 when it is already over or ended)",
+            _ok("MaintenanceWindow"), auth=auth, params=[_ID], body="MaintenanceEnd", body_required=False,
+            errors=("404", "409"))},
+    }
+
+
 def _cooldowns_op(auth: bool) -> dict[str, Any]:
     """GET /cooldowns (issue #13); its 500 is a TIEROPS_COOLDOWNS the server cannot read."""
     op = _op("Cooldown limits, the active windows (kind, service, used, limit, remaining, next_allowed_at) and the "
-             "newest recorded actions", _ok("Cooldowns"), auth=auth, params=[_int_q("limit", COOLDOWN_ACTIONS_LIMIT)],
-             errors=("422", "500"))
+             "newest recorded actions (taken or dry runs) and, apart, the newest proposed ones with whether the "
+             "limits would allow each now", _ok("Cooldowns"), auth=auth,
+             params=[_int_q("limit", COOLDOWN_ACTIONS_LIMIT)], errors=("422", "500"))
     op["responses"]["500"] = _error("TIEROPS_COOLDOWNS cannot be read (a configuration problem on the server)")
     return op
 
@@ -492,6 +569,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
                 "AttentionAckRequest": {"type": "object", "additionalProperties": False,
                                         "properties": {"by": _incident_action_properties()["by"]}},
                 **_alert_schemas(),
+                **_maintenance_schemas(),
                 **{name: json_schema(tp) for name, tp in RESPONSE_SCHEMAS.items()},
             },
         },
@@ -501,7 +579,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                      "sessions and cost", _ok("Session", array=True), auth=auth, params=[
                 _enum_q("status", values(SessionStatus)), _int_q("tier", low=MIN_TIER, high=MAX_TIER),
                 _int_q("limit", SESSIONS_LIMIT), _int_q("offset")])},
-            "/sessions/{id}": {"get": _op("One session with its output attempts", _ok("SessionDetail"), auth=auth,
+            "/sessions/{id}": {"get": _op("One session with its output attempts and the actions it proposed", _ok("SessionDetail"), auth=auth,
                                           params=[_ID], errors=("404",))},
             "/sessions/{id}/activity": {"get": _op("Stored stream lines after a sequence number",
                                                    _ok("ActivityLine", array=True), auth=auth,
@@ -550,7 +628,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
             "/incidents": {"get": _op("List incidents, latest activity first", _ok("Incident", array=True),
                                       auth=auth, params=[_enum_q("status", INCIDENT_FILTERS), _text_q("service"),
                                                          _int_q("limit", INCIDENTS_LIMIT), _int_q("offset")])},
-            "/incidents/{id}": {"get": _op("One incident with its timeline", _ok("IncidentDetail"), auth=auth,
+            "/incidents/{id}": {"get": _op("One incident with its timeline and the actions proposed for it", _ok("IncidentDetail"), auth=auth,
                                            params=[_ID], errors=("404",))},
             "/incidents/{id}/ack": {"post": _op("Acknowledge an open incident (it stops re-escalating)",
                                                 _ok("Incident"), auth=auth, params=[_ID], body="IncidentAction",
@@ -588,6 +666,15 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                           "application/json": {"schema": {"type": "object"}}}},
                                                     "403": ERRORS["403"]}}},
             **_stats_paths(auth),
+            **_maintenance_paths(auth),
+            "/notifications": {"get": _op(
+                "The sender's state, the routes with the URLs each reaches (scheme and host only) and the newest "
+                "messages with their fate (sent, failed, suppressed with why, digested)", _ok("Notifications"),
+                auth=auth, params=[_int_q("limit", NOTIFICATIONS_LIMIT)])},
+            "/notifications/preview": {"get": _op(
+                "For the last incidents, which messages the settings in force would send where (or why not), "
+                "beside what was recorded; sends nothing", _ok("NotificationPreview"), auth=auth,
+                params=[_int_q("last", PREVIEW_LAST)])},
         }),
     }
     if auth:

@@ -26,12 +26,14 @@ from app.engine import cooldowns as cooldown_engine
 from app.errors import CycleBusy
 from app.store import approvals as approval_store
 from app.store import attempts, chains, dashboard, findings, provenance, run_queue
+from app.store import cooldowns as action_store
 from app.store import incidents as incident_store
 from app.store import notifications as notification_store
 from app.store import sessions as session_store
 from app.store.activity import transcript_page
 from app.store.sessions import AttentionStateError
 from app.supervisor.chain import BudgetSpent, tier0_problem
+from app.supervisor.credentials import ModelTiersPaused
 from app.supervisor.remote_stop import StopRefused, refusal, stop_anywhere
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, Level, SessionStatus, Trigger, values
@@ -43,6 +45,7 @@ from app.web.limits import (
     FORM_MAX_BYTES,
     PROMPT_MAX_CHARS,
 )
+from app.web.openapi import PROPOSALS_MAX
 from app.web.render import PAGE_RAW_LIMIT, render_activity, render_event_row, render_json
 from app.web.results import failure_of
 from app.web.templating import page
@@ -111,7 +114,7 @@ async def cooldowns_ctx(request: Request) -> dict[str, Any]:
     try:
         limits = cooldown_engine.parse_limits(st.settings.cooldowns)
     except cooldown_engine.CooldownError as exc:
-        return {"error": str(exc), "limits": [], "active": [], "recent": []}
+        return {"error": str(exc), "limits": [], "active": [], "recent": [], "proposals": []}
     return {"error": None, **await cooldown_engine.report(st.db, limits, recent=OVERVIEW_ACTIONS)}
 
 
@@ -133,7 +136,7 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
     attention, attention_total = await dashboard.open_attention(db, OVERVIEW_ATTENTION)
     return {
         # issue #14: the answer first — one headline, then what needs a human, then the grid
-        "headline": await console.headline(st, chain, cli_error),
+        "headline": await console.headline(st, chain),
         "attention": attention, "attention_more": max(0, attention_total - len(attention)),
         "grid": console.grid_view(await dashboard.service_grid(db, GRID_CYCLES)),
         "today": await dashboard.today(db),
@@ -198,7 +201,7 @@ async def run_now(request: Request) -> Response:
         try:
             started = await st.supervisor.start_cycle(tier=tier, prompt=prompt or None, trigger=Trigger.MANUAL,
                                                       dry_run=dry_run)
-        except (CycleBusy, BudgetSpent) as exc:
+        except (CycleBusy, BudgetSpent, ModelTiersPaused) as exc:
             error, status = str(exc), 409
         except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
             error, status = f"The cycle could not start: {type(exc).__name__}: {exc}", 500
@@ -269,13 +272,17 @@ async def session_page(request: Request) -> Response:
     approvals = await approval_store.list_approvals(st.db, session_pk=pk)
     # issue #14: the verdict first, and badges on the lines that produced the findings
     badges = await verdict.transcript_badges(st.db, s, attempt_rows, event_rows, cooldown_rows)
+    # never "resolved" while an incident it touched (or its chain handed it) is open: who must act
+    open_now = await verdict.read_still_open(st.db, s, chain, incidents, st.settings.escalate_after)
     # issue #14: Stop reaches a session another process runs too, when its CLI can be verified
     stop_note = await refusal(st.supervisor, pk) if running else None
     return page(request, "session.html", _page_notice(request, {
         "s": s,
         "verdict": verdict.verdict(s, checks=checks, events=event_rows, incidents=incidents, approvals=approvals,
                                    runs=await provenance.run_totals(st.db, pk),
-                                   event_counts=await provenance.event_counts(st.db, pk)),
+                                   event_counts=await provenance.event_counts(st.db, pk),
+                                   proposals=await action_store.proposals(st.db, session_pk=pk, limit=PROPOSALS_MAX),
+                                   open_now=open_now),
         "transcript": [render_activity(r, badges.get(r["seq"])) for r in rows],
         "more_before": rows[0]["seq"] if more and rows else None,
         "viewing_earlier": before is not None,

@@ -171,6 +171,35 @@ async def test_active_counts_taken_actions_and_markers_not_dry_runs_or_proposals
     assert [w["service"] for w in report["active"]] == [None, "api"]
     assert [(a["action"], a["outcome"]) for a in report["recent"]] == [
         ("redeploy", "done"), ("restart", "failed"), ("restart", "failure")]
+    # the proposal apart, judged against the actions taken (2 of 2 restarts of api used)
+    [proposal] = report["proposals"]
+    assert (proposal["kind"], proposal["service"], proposal["allowed"], proposal["limit"], proposal["remaining"],
+            proposal["next_allowed_at"]) == ("restart", "api", False, "2/4h", 0, "2026-03-01T14:00:00.000Z")
+
+
+def proposal(kind: str, service: str | None) -> dict:
+    return {"id": 1, "session_pk": 1, "tier": 2, "dry_run": False, "kind": kind, "service": service,
+            "detail": None, "created_at": NOW, "incident_id": None}
+
+
+def test_judge_says_whether_the_limits_allow_each_proposal_now():
+    windows = cd.windows([row("restart", "api", "2026-03-01T10:00:00.000Z"),
+                          row("restart", "api", "2026-03-01T11:00:00.000Z"),
+                          row("restart", "web", "2026-03-01T11:00:00.000Z")], LIMITS, NOW)
+    full = cd.judge(proposal("Restart", "api"), windows, LIMITS)  # kinds compared lower-cased
+    assert (full["allowed"], full["limit"], full["remaining"], full["next_allowed_at"]) == (
+        False, "2/4h", 0, "2026-03-01T14:00:00.000Z")
+    assert cd.judgement(full) == "over its limit 2/4h: next allowed at 2026-03-01T14:00:00.000Z"
+    room = cd.judge(proposal("restart", "web"), windows, LIMITS)
+    assert (room["allowed"], room["remaining"], room["next_allowed_at"]) == (True, 1, None)
+    assert cd.judgement(room) == "allowed now (1 of 2/4h left)"
+    fresh = cd.judge(proposal("redeploy", None), windows, LIMITS)  # nothing in its window: all of it
+    assert (fresh["allowed"], fresh["remaining"]) == (True, 1)
+    free = cd.judge(proposal("cleanup", "api"), windows, LIMITS)
+    assert (free["allowed"], free["limit"], free["remaining"]) == (True, None, None)
+    assert cd.judgement(free) == "no limit"
+    never = cd.judge(proposal("restart", "db"), [], cd.parse_limits("restart:0/1h"))
+    assert cd.judgement(never) == "over its limit 0/1h: next allowed at never (limit 0)"
 
 
 async def test_exceeded_by_is_the_window_at_the_sessions_action(db):

@@ -1,6 +1,7 @@
 """``app/engine/incidents.py`` (issue #12): reading a session for incidents, and the escalation
 decision — when an incident opens, worsens or recurs past TIEROPS_ESCALATE_AFTER; never while
-acknowledged or silenced; once for flapping."""
+acknowledged or silenced; once for flapping — and the session's proposed actions linked to the
+incident they would fix."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 from app.config import Settings
 from app.engine import incidents as engine
-from app.store import incidents, sessions
+from app.output.contract import AgentResponse
+from app.output.route import from_structured
+from app.store import cooldowns, findings, incidents, sessions
 from app.store.incidents import Change
 
 NOW = "2026-11-23T09:00:00.000Z"
@@ -121,3 +124,47 @@ async def test_track_applies_a_session_and_decides(db, tmp_path):
     seconds = [await engine.track(db, settings, row, chain_id=pk + n) for n in (1, 2)]
     assert [bool(v.escalate) for v in seconds] == [False, True]  # recurs 2 cycles after its escalation
     assert (await engine.track(db, settings, {"id": pk, "tier": 0, "source": "none"}, chain_id=9)) == engine.Verdict()
+
+
+MODEL_OUTPUT = {
+    "summary": "api down, web slow", "escalation": {"needed": False},
+    "events": [{"level": "critical", "service": "api", "message": "api answers 500", "key": "api:500"},
+               {"level": "warning", "service": "web", "message": "web slow", "key": "web:slow"}],
+    "services_checked": [],
+    "actions": [{"kind": "restart", "service": "api", "result": "proposed", "detail": "after the deploy"},
+                {"kind": "cleanup", "result": "proposed"},
+                {"kind": "restart", "service": "web", "result": "done"}],
+}
+
+
+async def finished(db, output: dict[str, Any], tier: int = 2) -> Any:
+    """A session whose structured output was routed, as the recorder finishes one."""
+    pk = await sessions.create_session(db, tier=tier, trigger="manual")
+    async with db.write() as conn:
+        await findings.write_routed(conn, pk, from_structured(AgentResponse.model_validate(output)), NOW, 0.7, 0.3)
+    return {"id": pk, "tier": tier, "source": "structured_output", "structured_output": output}
+
+
+async def test_track_links_each_proposal_to_the_incident_of_its_service(db, tmp_path):
+    row = await finished(db, MODEL_OUTPUT)
+    verdict = await engine.track(db, Settings(home=tmp_path), row, chain_id=row["id"])
+    by_key = {ch.incident["key"]: ch.incident["id"] for ch in verdict.changes}
+    got = [(p["kind"], p["service"], p["incident_id"]) for p in await cooldowns.proposals(db, session_pk=row["id"])]
+    assert got == [("restart", "api", by_key["api:500"]), ("cleanup", None, None)]  # two incidents: no guess
+    [proposal] = await cooldowns.proposals(db, incident_id=by_key["api:500"])
+    assert proposal["detail"] == "after the deploy" and proposal["tier"] == 2
+
+
+async def test_track_links_a_proposal_to_the_only_incident_its_session_touched(db, tmp_path):
+    output = {**MODEL_OUTPUT, "events": MODEL_OUTPUT["events"][:1]}
+    row = await finished(db, output)
+    verdict = await engine.track(db, Settings(home=tmp_path), row, chain_id=row["id"])
+    [change] = verdict.changes
+    assert [p["incident_id"] for p in await cooldowns.proposals(db, session_pk=row["id"])] == [
+        change.incident["id"]] * 2
+
+
+async def test_a_session_touching_no_incident_leaves_its_proposals_unlinked(db, tmp_path):
+    row = await finished(db, {**MODEL_OUTPUT, "events": []})
+    assert await engine.track(db, Settings(home=tmp_path), row, chain_id=row["id"]) == engine.Verdict()
+    assert [p["incident_id"] for p in await cooldowns.proposals(db, session_pk=row["id"])] == [None, None]

@@ -99,9 +99,10 @@ async def test_markers_in_code_fences_and_tool_results_are_ignored(tmp_path, db,
     assert r["source"] == "markers" and r["degraded"]
 
 
-async def test_unknown_marker_level_is_kept_as_warning_with_original(tmp_path, db, validator, settings):
+async def test_unknown_marker_level_is_info_with_original(tmp_path, db, validator, settings):
+    """As the Go original maps it: a level it does not name is info; the text is kept."""
     r = await ingest_lines(tmp_path, db, validator, settings, [init(), text("[EVENT:urgent:db] gone"), result(has_output=False)])
-    assert r["events"] == [{"level": "warning", "original_level": "urgent", "service": "db", "message": "gone"}]
+    assert r["events"] == [{"level": "info", "original_level": "urgent", "service": "db", "message": "gone"}]
 
 
 async def test_go_levels_error_and_fatal_are_critical(tmp_path, db, validator, settings):

@@ -58,7 +58,8 @@ async def test_prune_deletes_old_sessions_with_their_rows_and_folders_and_keeps_
     assert report["dry_run"] is False and report["keep_days"] == 30 and report["cutoff"] is not None
     assert report["sessions"] == 3 and report["chains"] == 1
     assert sorted(report["session_ids"]) == sorted([*chain, alone])
-    assert report["deleted"] == {"activity": 10, "output_attempts": 3, "check_results": 3, "cooldowns": 3}
+    assert report["deleted"] == {"activity": 10, "output_attempts": 3, "check_results": 3, "cooldowns": 3,
+                                 "maintenance_windows": 0}
     assert report["kept"] == {"events": 3, "memories": 3, "old_sessions": 1}  # the running one
     assert report["folders"] == {"removed": 3, "bytes": 6000, "missing": 0, "errors": []}
     assert report["skipped"] == 0

@@ -23,6 +23,11 @@ What it serves (see shared/reference/claude-code-stream-json.md, section 7):
   ``message_delta`` with the stop reason and usage, ``message_stop``), otherwise as
   one message JSON. Every answer carries a ``request-id`` header.
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}``.
+- Credentials: with ``FakeAnthropic(keys={...})`` every POST must carry one of those keys as
+  ``x-api-key`` or ``Authorization: Bearer`` (the CLI sends the first for ``ANTHROPIC_API_KEY``, the
+  second for ``ANTHROPIC_AUTH_TOKEN`` / ``CLAUDE_CODE_OAUTH_TOKEN``); any other request gets the
+  API's 401 ``authentication_error`` (recorded with kind ``unauthorized``). Without ``keys``
+  (the default) every key is accepted.
 
 The SSE body is sent with ``Transfer-Encoding: chunked`` on a keep-alive HTTP/1.1
 connection (as the real API does), so the client sees the end of the stream at the
@@ -429,6 +434,18 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         route = urlsplit(self.path).path.rstrip("/")
+        if not self.server.fake._authorized(self.headers):
+            self._record(body, len(raw), kind="unauthorized", request_id=rid)
+            self._send_json(
+                401,
+                {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                    "request_id": rid,
+                },
+                rid,
+            )
+            return
         if route == "/v1/messages/count_tokens":
             self._record(body, len(raw), kind="count_tokens", request_id=rid)
             self._send_json(200, {"input_tokens": _estimate_tokens(len(raw))}, rid)
@@ -647,7 +664,8 @@ class FakeAnthropic:
     :meth:`start` / :meth:`stop`. Thread-safe: several CLIs may talk to it at once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Iterable[str] | None = None) -> None:
+        self.keys = frozenset(keys) if keys is not None else None  # None: any key is accepted
         self._lock = threading.Lock()
         self._scripts: list[_Script] = []
         self._default = _Script(match="", turns=(text(DEFAULT_TEXT),), exhausted=text(EXHAUSTED_TEXT))
@@ -707,6 +725,15 @@ class FakeAnthropic:
     def url(self) -> str:
         """Base URL for ``ANTHROPIC_BASE_URL`` (no trailing slash)."""
         return f"http://127.0.0.1:{self.port}"
+
+    def _authorized(self, headers: Any) -> bool:
+        if self.keys is None:
+            return True
+        given = {headers.get("x-api-key") or ""}
+        auth = headers.get("authorization") or ""
+        if auth.lower().startswith("bearer "):
+            given.add(auth[7:].strip())
+        return bool(given & self.keys)
 
     # ---- scripting
 

@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
-from app.notify.sender import Notifier, UrlMask, format_title, notify_urls, quiet_hours, shown_url
+from app.notify.messages import Notice
+from app.notify.policy import format_title, quiet_hours
+from app.notify.sender import Notifier
+from app.notify.urls import UrlMask, notify_urls, shown_url
 from app.store import notifications as store
 from app.store.db import Database
 from app.supervisor.scheduler import Supervisor
@@ -38,6 +41,11 @@ def receiver() -> Iterator[Receiver]:
     r = Receiver(fail={"/down": None})
     yield r
     r.close()
+
+
+def note(kind: str, severity: str, title: str, body: str = "", *, link_path: str | None = None,
+         dedup_key: str | None = None, **about) -> Notice:
+    return Notice(kind, severity, title, body, link_path, dedup_key, **about)
 
 
 def settings_for(tmp_path: Path, **overrides) -> Settings:
@@ -66,12 +74,12 @@ async def test_a_message_reaches_json_and_form_urls_once(db, tmp_path, receiver)
     notifier = Notifier(db, settings, gather=0)
     await notifier.start()
     try:
-        await notifier.notify("incident_opened", "critical", "api: incident opened — api-health failing",
+        await notifier.post(note("incident_opened", "critical", "api: incident opened — api-health failing",
                               "HTTP 503 from http://127.0.0.1:8000/healthz after 12 ms", link_path="/incidents/3",
-                              dedup_key="incident:3:opened")
+                              dedup_key="incident:3:opened"))
         # the same state change again: recorded once, sent once
-        await notifier.notify("incident_opened", "critical", "api: incident opened — api-health failing",
-                              "again", link_path="/incidents/3", dedup_key="incident:3:opened")
+        await notifier.post(note("incident_opened", "critical", "api: incident opened — api-health failing",
+                              "again", link_path="/incidents/3", dedup_key="incident:3:opened"))
         assert len(await rows(db)) == 1
         [row] = await sent(notifier, db, 1)
     finally:
@@ -98,15 +106,15 @@ async def test_no_link_without_a_public_url_and_severity_types(db, tmp_path, rec
                                          notify_min_severity="info"), gather=0)
     await notifier.start()
     try:
-        await notifier.notify("incident_resolved", "info", "[RESOLVED] api: api-health recovered after 5m",
-                              "Incident #3 resolved.", link_path="/incidents/3")
-        await notifier.notify("escalation", "warning", "host: tier 0 escalated to tier 1", "check failing")
+        await notifier.post(note("incident_resolved", "info", "[RESOLVED] api: api-health recovered after 5m",
+                              "Incident #3 resolved.", link_path="/incidents/3"))
+        await notifier.post(note("escalation", "warning", "host: tier 0 escalated to tier 1", "check failing"))
         await sent(notifier, db, 2)
     finally:
         await notifier.close()
     first, second = (r.json() for r in receiver.to("/j"))
     assert first["title"] == "[RESOLVED] api: api-health recovered after 5m"  # a tagged title is kept
-    assert first["message"] == "Incident #3 resolved." and first["type"] == "info"  # no public URL: no link
+    assert first["message"] == "Incident #3 resolved." and first["type"] == "success"  # no public URL: no link
     assert second["title"] == "[WARNING] host: tier 0 escalated to tier 1" and second["type"] == "warning"
 
 
@@ -116,9 +124,9 @@ async def test_min_severity_and_quiet_hours_are_recorded_not_sent(db, tmp_path, 
     notifier = Notifier(db, settings, gather=0, now=lambda: night)
     await notifier.start()
     try:
-        await notifier.notify("incident_resolved", "info", "api: recovered", "fine again")
-        await notifier.notify("incident_opened", "warning", "db: incident opened — db-port failing", "refused")
-        await notifier.notify("incident_opened", "critical", "api: incident opened — api-health failing", "503")
+        await notifier.post(note("incident_resolved", "info", "api: recovered", "fine again"))
+        await notifier.post(note("incident_opened", "warning", "db: incident opened — db-port failing", "refused"))
+        await notifier.post(note("incident_opened", "critical", "api: incident opened — api-health failing", "503"))
         all_rows = await sent(notifier, db, 1)
     finally:
         await notifier.close()
@@ -148,48 +156,51 @@ def test_quiet_hours_and_url_parsing(tmp_path):
     assert "127.0.0.1:9" in masked  # a host name is not a secret
 
 
-async def test_a_burst_is_one_digest(db, tmp_path, receiver):
+async def test_a_burst_is_one_digest_and_critical_goes_on_its_own(db, tmp_path, receiver):
     settings = settings_for(tmp_path, notify_urls=f"json://{receiver.address}/d", notify_digest_after=3,
                             public_url="https://t.example")
     notifier = Notifier(db, settings, gather=0.3)
     await notifier.start()
     try:
-        for i in range(5):
-            await notifier.notify("incident_opened", "critical" if i == 2 else "warning",
-                                  f"svc{i}: incident opened — check{i} failing", f"evidence {i}",
-                                  link_path=f"/incidents/{i}")
-        await sent(notifier, db, 1)
+        for i in range(6):
+            await notifier.post(note("incident_opened", "critical" if i == 2 else "warning",
+                                     f"svc{i}: check{i} failing", f"evidence {i}", link_path=f"/incidents/{i}"))
+        await sent(notifier, db, 2)
     finally:
         await notifier.close()
-    [digest] = receiver.to("/d")
-    payload = digest.json()
-    assert payload["title"] == "[CRITICAL] tierops: 5 notifications" and payload["type"] == "failure"
-    for i in range(5):
-        assert f"svc{i}: incident opened — check{i} failing (https://t.example/incidents/{i})" in payload["message"]
+    alone, digest = (r.json() for r in receiver.to("/d"))
+    assert alone["title"] == "[CRITICAL] svc2: check2 failing"  # first, never digested
+    assert digest["title"] == "[WARNING] tierops: 5 notifications" and digest["type"] == "warning"
+    for i in (0, 1, 3, 4, 5):
+        assert f"svc{i}: check{i} failing (https://t.example/incidents/{i})" in digest["message"]
+    assert "svc2" not in digest["message"]
     all_rows = await rows(db)
     digest_row = all_rows[-1]
     assert digest_row["kind"] == "digest" and digest_row["status"] == "sent"
-    assert [r["status"] for r in all_rows[:5]] == ["digested"] * 5
-    assert {r["why"] for r in all_rows[:5]} == {f"sent in digest #{digest_row['id']}"}
+    assert [r["status"] for r in all_rows[:6]] == ["digested", "digested", "sent", "digested", "digested", "digested"]
+    assert {r["why"] for r in all_rows[:6] if r["status"] == "digested"} == {f"sent in digest #{digest_row['id']}"}
 
 
-async def test_over_the_minute_allowance_the_rest_waits_and_goes_as_one_digest(db, tmp_path, receiver):
+async def test_over_the_minute_allowance_warnings_wait_and_critical_does_not(db, tmp_path, receiver):
     settings = settings_for(tmp_path, notify_urls=f"json://{receiver.address}/w", notify_digest_after=2)
     notifier = Notifier(db, settings, gather=0, digest_window=1.0)  # "a minute" of one second
     await notifier.start()
     try:
         for i in range(2):
-            await notifier.notify("attention", "critical", f"host: session {i} needs attention", "why")
+            await notifier.post(note("attention", "warning", f"api: session {i} needs attention", "why"))
             await sent(notifier, db, i + 1)
-        await notifier.notify("attention", "critical", "host: session 2 needs attention", "why")
-        await notifier.notify("attention", "critical", "host: session 3 needs attention", "why")
-        await wait_until(lambda: len(receiver.to("/w")) == 3, what="the held messages' digest")
+        await notifier.post(note("attention", "warning", "api: session 2 needs attention", "why"))
+        await notifier.post(note("attention", "warning", "api: session 3 needs attention", "why"))
+        await notifier.post(note("incident_opened", "critical", "db: db-port failing", "refused"))
+        await wait_until(lambda: len(receiver.to("/w")) == 3, what="the critical message, at once")
+        assert receiver.to("/w")[2].json()["title"] == "[CRITICAL] db: db-port failing"
+        await wait_until(lambda: len(receiver.to("/w")) == 4, what="the held messages' digest")
     finally:
         await notifier.close()
     titles = [r.json()["title"] for r in receiver.to("/w")]
-    assert titles == ["[CRITICAL] host: session 0 needs attention", "[CRITICAL] host: session 1 needs attention",
-                      "[CRITICAL] tierops: 2 notifications"]
-    assert [r["status"] for r in await rows(db)] == ["sent", "sent", "digested", "digested", "sent"]
+    assert titles == ["[WARNING] api: session 0 needs attention", "[WARNING] api: session 1 needs attention",
+                      "[CRITICAL] db: db-port failing", "[WARNING] tierops: 2 notifications"]
+    assert [r["status"] for r in await rows(db)] == ["sent", "sent", "digested", "digested", "sent", "sent"]
 
 
 async def test_retries_then_failed_and_no_secret_anywhere(db, tmp_path, receiver, caplog):
@@ -199,7 +210,7 @@ async def test_retries_then_failed_and_no_secret_anywhere(db, tmp_path, receiver
     notifier = Notifier(db, settings_for(tmp_path, notify_urls=url), gather=0, retry_delays=(0.05, 0.1, 0.2))
     await notifier.start()
     try:
-        await notifier.notify("attention", "critical", "host: session 9 needs attention", "tier 1 failed")
+        await notifier.post(note("attention", "critical", "host: session 9 needs attention", "tier 1 failed"))
         [row] = await sent(notifier, db, 1, status="failed")
     finally:
         await notifier.close()
@@ -221,7 +232,7 @@ async def test_a_retry_goes_only_to_the_urls_that_refused(db, tmp_path):
         notifier = Notifier(db, settings_for(tmp_path, notify_urls=urls), gather=0, retry_delays=(0.05, 0.05, 0.05))
         await notifier.start()
         try:
-            await notifier.notify("monitor", "critical", "tierops: monitor unhealthy — storage error", "disk full")
+            await notifier.post(note("monitor", "critical", "tierops: monitor unhealthy — storage error", "disk full"))
             [row] = await sent(notifier, db, 1)
         finally:
             await notifier.close()
@@ -235,8 +246,8 @@ async def test_without_urls_everything_is_recorded_suppressed(db, tmp_path, capl
     notifier = Notifier(db, settings_for(tmp_path), gather=0)
     await notifier.start()
     try:
-        await notifier.notify("incident_opened", "critical", "api: incident opened — api-health failing", "503")
-        await notifier.notify("incident_resolved", "info", "api: recovered", "ok")
+        await notifier.post(note("incident_opened", "critical", "api: incident opened — api-health failing", "503"))
+        await notifier.post(note("incident_resolved", "info", "api: recovered", "ok"))
     finally:
         await notifier.close()
     assert [(r["status"], r["why"]) for r in await rows(db)] == [
@@ -249,8 +260,8 @@ async def test_urls_but_no_apprise_fails_with_the_fix(db, tmp_path, monkeypatch,
     notifier = Notifier(db, settings_for(tmp_path, notify_urls="json://127.0.0.1:9/x"), gather=0)
     await notifier.start()
     try:
-        await notifier.notify("attention", "critical", "host: session 1 needs attention", "why")
-        await notifier.notify("attention", "critical", "host: session 2 needs attention", "why")
+        await notifier.post(note("attention", "critical", "host: session 1 needs attention", "why"))
+        await notifier.post(note("attention", "critical", "host: session 2 needs attention", "why"))
     finally:
         await notifier.close()
     assert [r["status"] for r in await rows(db)] == ["failed", "failed"]
@@ -266,7 +277,7 @@ async def test_notify_never_raises_and_sends_without_storage(tmp_path, receiver,
     await notifier.start()
     await db.close()  # storage gone: the message cannot be recorded, it is sent anyway
     try:
-        await notifier.notify("monitor", "critical", "tierops: monitor unhealthy — storage error", "disk I/O error")
+        await notifier.post(note("monitor", "critical", "tierops: monitor unhealthy — storage error", "disk I/O error"))
         await wait_until(lambda: receiver.to("/nostore"), what="the unrecorded message")
     finally:
         await notifier.close()
@@ -276,7 +287,7 @@ async def test_notify_never_raises_and_sends_without_storage(tmp_path, receiver,
 
 async def test_pending_messages_go_out_at_the_next_start(db, tmp_path, receiver):
     settings = settings_for(tmp_path, notify_urls=f"json://{receiver.address}/later")
-    await Notifier(db, settings).notify("attention", "critical", "host: session 4 needs attention", "why")
+    await Notifier(db, settings).post(note("attention", "critical", "host: session 4 needs attention", "why"))
     assert [r["status"] for r in await rows(db)] == ["pending"]  # recorded; no sender was running
     notifier = Notifier(db, settings, gather=0)
     await notifier.start()

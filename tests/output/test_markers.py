@@ -16,22 +16,26 @@ def test_event_forms_and_dotted_services():
                         MarkerEvent("warning", "nginx@web-1", "slow")]
 
 
-# -- levels: the Go original's (issue #11) --------------------------------------------------------
+# -- levels: as the Go original's normalizeEventLevel maps them -------------------------------------
 
 @pytest.mark.parametrize("written,stored", [
-    ("info", "info"), ("INFO", "info"), ("warning", "warning"), ("warn", "warning"), ("Warn", "warning"),
-    ("error", "critical"), ("ERROR", "critical"), ("fatal", "critical"), ("FATAL", "critical"),
-    ("critical", "critical"), ("Critical", "critical"),
+    ("info", "info"), ("INFO", "info"),
+    ("warning", "warning"), ("warn", "warning"), ("Warn", "warning"), ("degraded", "warning"),
+    ("DEGRADED", "warning"),
+    ("critical", "critical"), ("Critical", "critical"), ("error", "critical"), ("ERROR", "critical"),
+    ("err", "critical"), ("Err", "critical"), ("fatal", "critical"), ("FATAL", "critical"),
+    ("failure", "critical"), ("failed", "critical"), ("Failed", "critical"),
 ])
-def test_go_levels_map_without_a_flag(written, stored):
+def test_the_levels_the_go_original_names_map_without_a_flag(written, stored):
     assert map_level(written) == (stored, None)
     assert parse_markers(f"[EVENT:{written}:db] boom").events == [MarkerEvent(stored, "db", "boom")]
 
 
-@pytest.mark.parametrize("written", ["urgent", "P1", "sev-2", "notice", "Err", "debug"])
-def test_unknown_level_is_kept_as_written_and_flagged_as_warning(written):
+@pytest.mark.parametrize("written", ["urgent", "P1", "sev-2", "notice", "debug", "success", "ok", "healthy",
+                                     "health-check-success", "page"])
+def test_any_other_level_is_info_as_in_the_go_original_and_kept_as_written(written):
     (e,) = parse_markers(f"[EVENT:{written}:db] boom").events
-    assert (e.level, e.original_level) == ("warning", written)  # original_level set = the flag
+    assert (e.level, e.original_level) == ("info", written)  # original_level set = the flag
 
 
 def test_level_may_have_spaces_around_it():
@@ -128,7 +132,7 @@ async def test_the_real_repeated_final_message_routes_each_marker_once(tmp_path,
     assert report["source"] == "markers" and report["degraded"]
     assert report["events"] == [
         {"level": "critical", "original_level": None, "service": "payments api", "message": "5xx at 12%"},
-        {"level": "warning", "original_level": "urgent", "service": "db.main", "message": "disk 91%"}]
+        {"level": "info", "original_level": "urgent", "service": "db.main", "message": "disk 91%"}]
     assert [(m["service"], m["category"], m["value"], m["times_seen"]) for m in report["memories"]] == [
         ("payments api", "quirk", "restarts take 40s", 1)]
     assert report["cooldowns"] == [

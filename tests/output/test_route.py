@@ -67,7 +67,7 @@ def test_from_structured_minimal_response_still_decides_escalation():
 
 MARKED = """Checked things.
 [EVENT:critical:postgres] replication lag 40s
-[EVENT:urgent] odd level kept as warning
+[EVENT:urgent] odd level kept as written, stored as info
 [MEMORY:disk:postgres] grows 2%/day
 [COOLDOWN:restart:nginx] success — came back
 """
@@ -79,7 +79,7 @@ def test_from_fallback_markers_win_the_source_and_handoff_gives_the_escalation()
     assert routed.source == "markers"
     assert routed.summary is None
     assert routed.events == [("critical", None, "postgres", "replication lag 40s"),
-                             ("warning", "urgent", None, "odd level kept as warning")]
+                             ("info", "urgent", None, "odd level kept as written, stored as info")]
     assert routed.memories == [("postgres", "disk", "grows 2%/day")]
     assert routed.cooldowns == [("restart", "nginx", "success", "came back")]
     assert routed.checks == []

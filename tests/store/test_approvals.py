@@ -124,3 +124,63 @@ async def test_list_filters_by_status_and_session(db):
     assert [r["id"] for r in await approvals.list_approvals(db, session_pk=pk2)] == [b["id"]]
     assert [r["id"] for r in await approvals.list_approvals(db, status="pending", limit=1, offset=1)] == [c["id"]]
     assert await approvals.list_approvals(db, session_pk=pk1, status="approved") == []
+
+
+async def _incident(db, key: str = "check:api") -> int:
+    from app.store.incidents import Finding, Observation, observe
+
+    pk = await sessions.create_session(db, tier=0, model="tierops-probe", trigger="schedule")
+    [change] = await observe(db, pk, pk, Observation(findings=[Finding(key, "critical", "HTTP 500", "api", key[6:],
+                                                                       "probe")]),
+                             flap_count=3, flap_window_s=3600, now=T0)
+    return change.incident["id"]
+
+
+async def _request(db, incident_ids: list[int], tier: int = 3, handoff: str = "restart api", now: str = T0):
+    pk = await sessions.create_session(db, tier=tier - 1, model="sonnet", trigger="escalation")
+    return pk, await approvals.request_approval(db, session_pk=pk, chain_id=pk, tier=tier, handoff=handoff,
+                                                timeout_s=3600, incident_ids=incident_ids, now=now)
+
+
+async def test_one_pending_approval_per_incident_and_tier_later_escalations_attach(db):
+    api = await _incident(db)
+    _, (first, attached) = await _request(db, [api], handoff="first look: restart api")
+    assert not attached and first["attached"] == 0
+    second_pk, (again, attached) = await _request(db, [api], handoff="second look: still 500", now=at(600))
+    assert attached and again["id"] == first["id"] and again["attached"] == 1
+    assert again["handoff"].startswith("first look: restart api")
+    assert f"## Also escalated by session #{second_pk} at {at(600)}" in again["handoff"]
+    assert "second look: still 500" in again["handoff"] and again["expires_at"] == first["expires_at"]
+    # another tier, or another incident, is another approval
+    _, (other_tier, attached) = await _request(db, [api], tier=2)
+    assert not attached and other_tier["id"] != first["id"]
+    db_inc = await _incident(db, "check:db")
+    _, (other_incident, attached) = await _request(db, [db_inc])
+    assert not attached and other_incident["id"] != first["id"]
+    assert await approvals.incident_ids(db, first["id"]) == [api]
+    assert len(await approvals.list_approvals(db, status="pending")) == 3
+
+
+async def test_an_approval_whose_incidents_all_resolved_expires_with_that_reason(db):
+    from app.store import incidents
+
+    api = await _incident(db)
+    pk, (row, _) = await _request(db, [api])
+    assert await approvals.expire_due(db, now=at(60)) == []  # still open, not yet due
+    await incidents.resolve(db, api, "alice", now=at(120))
+    [expired] = await approvals.expire_due(db, now=at(180))
+    assert expired["id"] == row["id"] and expired["status"] == "expired"
+    assert expired["note"] == f"its incidents resolved before anyone decided (incident #{api})"
+    session = await sessions.get_session(db, pk)
+    assert "incidents resolved" in session["escalation_gate"] and session["attention"] is None  # no human needed
+
+
+async def test_approving_an_approval_whose_incident_resolved_is_refused_and_expires_it(db):
+    from app.store import incidents
+
+    api = await _incident(db)
+    _, (row, _) = await _request(db, [api])
+    await incidents.resolve(db, api, "alice", now=at(60))
+    with pytest.raises(ApprovalStateError, match="its incidents resolved before anyone decided; nothing is left to approve"):
+        await approvals.decide(db, row["id"], "approved", "bob", now=at(90))
+    assert (await approvals.get_approval(db, row["id"]))["status"] == "expired"

@@ -169,3 +169,59 @@ async def test_pruning_a_session_keeps_its_incidents(db):
     row = await incidents.get_incident(db, opened[0].incident["id"])
     assert row is not None and row["first_session_pk"] is None
     assert (await incidents.timeline(db, row["id"]))[0]["session_pk"] is None
+
+
+async def test_a_probe_incident_is_named_by_its_check_and_a_model_finding_by_nothing(db):
+    _, [probe] = await observe(db, failing("api-health"), chain=1, minutes=0)
+    assert probe.incident["name"] == "api-health" and probe.incident["alert_source"] is None
+    model = Observation(findings=[Finding(key="svc:disk full", severity="warning", message="disk full", service="db")])
+    _, [found] = await observe(db, model, chain=2, minutes=1)
+    assert found.incident["name"] is None and found.incident["links"] is None
+
+
+async def _attention_for(db, *incident_ids: int) -> int:
+    pk = await sessions.create_session(db, tier=0, model="tierops-probe", trigger="schedule")
+    await sessions.set_attention(db, pk, "checks failing; not escalated to tier 1: claude CLI not found", incident_ids)
+    return pk
+
+
+async def _ack_of(db, pk: int) -> tuple[str | None, str | None]:
+    row = await sessions.get_session(db, pk, fresh=True)
+    assert row is not None
+    return row["attention_acked_at"], row["attention_acked_by"]
+
+
+async def test_a_flag_raised_for_an_incident_is_acknowledged_with_it(db):
+    _, [opened] = await observe(db, failing(), chain=1, minutes=0)
+    pk = await _attention_for(db, opened.incident["id"])
+    assert await _ack_of(db, pk) == (None, None)
+    await incidents.acknowledge(db, opened.incident["id"], "alice", now=at(5))
+    acked_at, by = await _ack_of(db, pk)
+    assert acked_at == at(5) and by == f"incident #{opened.incident['id']} acknowledged by alice"
+
+
+async def test_a_flag_follows_every_incident_it_was_raised_for_until_none_is_open(db):
+    _, [api] = await observe(db, failing("api"), chain=1, minutes=0)
+    _, [db_inc] = await observe(db, failing("db"), chain=1, minutes=0)
+    pk = await _attention_for(db, api.incident["id"], db_inc.incident["id"])
+    await observe(db, passing("api"), chain=2, minutes=10)  # one recovers: the other still needs a human
+    assert await _ack_of(db, pk) == (None, None)
+    await incidents.resolve(db, db_inc.incident["id"], "bob", now=at(12))
+    acked_at, by = await _ack_of(db, pk)
+    assert acked_at == at(12) and by.startswith(f"incident #{db_inc.incident['id']} resolved by bob")
+    # a flag raised for no incident is left to people
+    lone = await sessions.create_session(db, tier=1, model="haiku", trigger="schedule")
+    await sessions.set_attention(db, lone, "tier 1 failed: timed out")
+    _, [again] = await observe(db, failing("api"), chain=3, minutes=20)
+    await incidents.resolve(db, again.incident["id"], "bob", now=at(21))
+    assert await _ack_of(db, lone) == (None, None)
+
+
+async def test_a_key_failing_again_soon_after_it_resolved_reopens_it(db):
+    _, [first] = await observe(db, failing(), chain=1, minutes=0)
+    await observe(db, passing(), chain=2, minutes=5)
+    _, [again] = await observe(db, failing(), chain=3, minutes=10, window=3600)
+    assert again.incident["reopened_from"] == first.incident["id"]
+    await observe(db, passing(), chain=4, minutes=15)
+    _, [later] = await observe(db, failing(), chain=5, minutes=200, window=3600)  # long after: a new episode
+    assert later.incident["reopened_from"] is None

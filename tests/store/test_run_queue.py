@@ -4,7 +4,7 @@ claims a killed server left behind marked failed."""
 
 from __future__ import annotations
 
-from app.store import incidents, run_queue, sessions
+from app.store import alert_incidents, run_queue, sessions
 
 
 async def enqueue(db, prompt: str = "## Alert\nsomething", incident_id: int | None = None, limit: int = 5):
@@ -68,9 +68,9 @@ async def test_claims_a_killed_server_left_are_failed_at_start(db):
 
 
 async def test_rows_name_their_incident_and_the_overview_lists_the_oldest_first(db):
-    change = await incidents.observe_alert(db, fingerprint="abc", firing=True, severity="critical", title="API down",
-                                           evidence="HTTP 503", service="api", detail="generic firing",
-                                           flap_count=3, flap_window_s=3600)
+    change = await alert_incidents.observe_alert(db, fingerprint="abc", firing=True, severity="critical",
+                                                 title="API down", evidence="HTTP 503", service="api",
+                                                 detail="generic firing", flap_count=3, flap_window_s=3600)
     inc = change.incident
     a = await enqueue(db, "first", incident_id=inc["id"])
     b = await enqueue(db, "second")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from app.output.route import Routed
-from app.store import incidents, sessions, stats
+from app.store import alert_incidents, incidents, sessions, stats
 from app.store.db import Database
 from app.store.sessions import SessionSummary
 
@@ -85,12 +85,12 @@ async def seed(db: Database) -> Seeded:
     s.old = await session(db, 20, 1, "completed", 1.00)
     # open incidents: one critical, one warning acknowledged, one resolved (not counted)
     for fp, severity in (("db", "critical"), ("disk", "warning"), ("gone", "info")):
-        await incidents.observe_alert(db, fingerprint=fp, firing=True, severity=severity, title=fp, evidence=fp,
-                                      service="svc", detail="", flap_count=3, flap_window_s=3600)
+        await alert_incidents.observe_alert(db, fingerprint=fp, firing=True, severity=severity, title=fp, evidence=fp,
+                                            service="svc", detail="", flap_count=3, flap_window_s=3600)
     disk = next(i for i in await incidents.list_incidents(db) if i["key"] == "alert:disk")
     await incidents.acknowledge(db, disk["id"], "tester")
-    await incidents.observe_alert(db, fingerprint="gone", firing=False, severity="info", title="gone",
-                                  evidence="gone", service="svc", detail="", flap_count=3, flap_window_s=3600)
+    await alert_incidents.observe_alert(db, fingerprint="gone", firing=False, severity="info", title="gone",
+                                        evidence="gone", service="svc", detail="", flap_count=3, flap_window_s=3600)
     return s
 
 

@@ -182,7 +182,7 @@ async def test_the_watch_expires_approvals_without_a_cycle(db, make_settings, va
     settings = make_settings(fake, tier3_approval="manual")
     [parent], approval = await gated_at_tier3(db, settings, validator, fake)
     sup = Supervisor(db, settings, validator)
-    watch = asyncio.create_task(sup.watch_approvals(every=0.05))
+    watch = asyncio.create_task(sup.watch(every=0.05))
     try:
         await asyncio.sleep(0.2)
         assert (await approval_store.get_approval(db, approval["id"]))["status"] == "pending"  # not due yet

@@ -226,11 +226,13 @@ async def test_tierops_run_tier0_prints_the_cycle_report(target, tmp_path):
     assert bad.returncode != 0 and "TIEROPS_CHECKS" in bad.stderr and "Traceback" not in bad.stderr
 
 
-async def test_people_hear_of_the_incident_its_escalation_outcome_and_recovery(db, make_settings, validator,
-                                                                                fake, target, tmp_path):
-    """Issue #13 end to end: a real Apprise ``json://`` URL pointing at a local receiver gets one
-    message per state change — incident opened, escalation to tier 1, its outcome, recovery —
-    each with the page link; a second failing cycle sends nothing new."""
+async def test_people_hear_of_the_incident_what_tierops_did_its_outcome_and_recovery(db, make_settings, validator,
+                                                                                      fake, target, tmp_path):
+    """End to end through real Apprise to a local receiver: one message per incident state change
+    and one for the investigation's outcome, with the default minimum severity (warning). The
+    opening says TierOps escalated (no separate escalation message), the outcome follows where the
+    opening went, the recovery is sent although a resolution is no alarm; a second failing cycle
+    sends nothing new."""
     from tests.receiver import Receiver
 
     async def received(count: int) -> list:
@@ -243,25 +245,27 @@ async def test_people_hear_of_the_incident_its_escalation_outcome_and_recovery(d
     receiver = Receiver()
     try:
         settings = make_settings(fake, checks=checks_file(tmp_path, target.url),
-                                 notify_urls=f"json://{receiver.address}/hook", public_url="https://tierops.example",
-                                 notify_min_severity="info")
+                                 notify_urls=f"json://{receiver.address}/hook", public_url="https://tierops.example")
         sup = Supervisor(db, settings, validator)
         await sup.start()
         try:
             target.mode = "fail"
             await cycle(sup)
-            titles = [r.json()["title"] for r in await received(3)]
-            assert titles[0] == "[CRITICAL] api: incident opened — api-health"
-            assert titles[1] == "[WARNING] host: tier 0 escalated to tier 1"
-            assert titles[2].startswith("[INFO] host: escalation finished at tier 1")
+            titles = [r.json()["title"] for r in await received(2)]
+            assert titles[0] == "[CRITICAL] api: api-health failing"
+            assert titles[1] == "[CRITICAL] api: api-health — investigated by tier 1"
             first = receiver.requests[0].json()["message"]
             assert "HTTP 500" in first and "https://tierops.example/incidents/1" in first
+            assert "Escalated to tier 1" in first
+            assert "https://tierops.example/sessions/" in receiver.requests[1].json()["message"]
             await cycle(sup)  # still failing, already escalated: nothing new to say
             target.mode = "ok"
             await cycle(sup)
-            got = await received(4)
-            assert got[3].json()["title"].startswith("[RESOLVED] api: api-health recovered after")
-            assert len(receiver.requests) == 4
+            got = await received(3)
+            assert got[2].json()["title"].startswith("[RESOLVED] api: api-health recovered after")
+            assert got[2].json()["type"] == "success"
+            await asyncio.sleep(0.3)
+            assert len(receiver.requests) == 3
         finally:
             await sup.shutdown()
     finally:

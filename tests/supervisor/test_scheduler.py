@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -286,3 +287,77 @@ async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, 
         assert [s["status"] for s in await sup.run_cycle()] == ["completed"]
     finally:
         sup._file_lock.release()  # let the other tests' state go even while the bug is there
+
+
+# -- skips are not failures; staleness with cron ---------------------------------------------------
+
+async def test_a_cycle_skipped_for_the_daily_budget_is_not_a_failure(db, make_settings, validator, tmp_path, caplog):
+    """A scheduled cycle that may not start tier 1 (daily budget spent): no /fail ping, no count
+    towards TIEROPS_UNHEALTHY_AFTER, no "monitor unhealthy"; its status says it was skipped."""
+    from app.store import notifications
+    from app.store import sessions as session_store
+    from tests.receiver import Receiver
+
+    receiver = Receiver()
+    fake = quick(tmp_path)
+    settings = make_settings(fake, daily_budget_usd=0.10, unhealthy_after=1, heartbeat_url=f"http://{receiver.address}/hb")
+    pk = await session_store.create_session(db, tier=1)
+    async with db.write() as conn:
+        await conn.execute("UPDATE sessions SET status = 'completed', cost_usd = 0.25 WHERE id = ?", (pk,))
+    sup = Supervisor(db, settings, validator)
+    try:
+        with caplog.at_level(logging.INFO, logger="app.supervisor.scheduler"):
+            for _ in range(2):  # two scheduled cycles, both skipped; the schedule goes on
+                await sup.run_forever(cycles=1)
+    finally:
+        await sup.shutdown()
+        receiver.close()
+    assert fake.invocations() == []
+    assert sup.consecutive_failures == 0
+    assert sup.last_cycle_status == ("skipped: daily budget spent: $0.25 of $0.10 (TIEROPS_DAILY_BUDGET_USD); "
+                                     "tier 1 not started")
+    assert sup.health(scheduled=True)["problems"] == []
+    assert receiver.paths() == ["/hb/start", "/hb", "/hb/start", "/hb"]  # alive, never /fail
+    skipped = [r for r in caplog.records if r.getMessage().startswith("cycle ") and " skipped: " in r.getMessage()]
+    assert len(skipped) == 2 and all(r.levelno == logging.WARNING for r in skipped)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [n for n in await notifications.recent(db, 10) if n["kind"] == "monitor"] == []
+
+
+def _weekday(now: datetime, weekday: int, hour: int) -> datetime:
+    """The latest ``weekday`` (0 = Monday) at ``hour``:00 UTC before ``now``."""
+    day = now.replace(hour=hour, minute=0, second=0, microsecond=0) - timedelta(days=(now.weekday() - weekday) % 7)
+    return day if day < now else day - timedelta(days=7)
+
+
+def test_with_cron_staleness_counts_from_when_the_next_cycle_was_due(db, make_settings, validator, tmp_path):
+    """Office hours on weekdays: the last cycle on Friday at 17:00 is not stale on Sunday, nor on
+    Monday at 08:00; it is once the cycle due on Monday at 09:00 and the next one (10:00) plus the
+    longest tier timeout went by without one."""
+    settings = make_settings(quick(tmp_path), cron="0 9-17 * * 1-5", tier1_timeout=600, max_tier=1)
+    sup = Supervisor(db, settings, validator)
+    friday = _weekday(datetime.now(UTC), 4, 17)
+    sup.last_cycle_wall = friday
+    for later in (timedelta(days=2), timedelta(days=2, hours=15), timedelta(days=2, hours=17, minutes=9)):
+        health = sup.health(scheduled=True, now=friday + later)
+        assert (health["scheduler"], health["problems"]) == ("ok", []), later
+    stale = sup.health(scheduled=True, now=friday + timedelta(days=2, hours=17, minutes=11))
+    assert stale["scheduler"] == "stale"
+    [problem] = stale["problems"]
+    monday = friday + timedelta(days=2, hours=16)
+    assert problem.startswith(f"no cycle finished since {friday:%Y-%m-%dT%H:%M:%SZ}: one was due at "
+                              f"{monday:%Y-%m-%dT%H:%M:%SZ} (TIEROPS_CRON '0 9-17 * * 1-5')")
+    # before any cycle: from the start
+    sup.last_cycle_wall = None
+    sup.started_wall = friday
+    assert sup.health(scheduled=True, now=friday + timedelta(days=2))["problems"] == []
+    assert sup.health(scheduled=True, now=friday + timedelta(days=4))["problems"][0].startswith(
+        "no cycle finished since the start")
+
+
+def test_with_an_interval_staleness_keeps_twice_the_period(db, make_settings, validator, tmp_path):
+    sup = Supervisor(db, make_settings(quick(tmp_path), interval=60, tier1_timeout=30), validator)
+    assert sup.health(scheduled=True)["scheduler"] == "ok"
+    sup.started_monotonic -= 2 * 60 + 30 + 5
+    health = sup.health(scheduled=True)
+    assert health["scheduler"] == "stale" and "allowed: 150 s, twice the schedule's period" in health["problems"][0]

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from app.supervisor.chain import run_chain
+from app.supervisor.credentials import ModelTiersPaused, current_fingerprint, read_pause
 from tests.fakes import claude_control as cc
-from tests.helpers import escalating, healthy, invalid, kill_leftovers, run_session
+from tests.helpers import alive, escalating, healthy, invalid, kill_leftovers, run_session
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -162,8 +163,7 @@ def _max_so_retries(sid):
      False),
     (lambda sid: cc.api_error_stream(sid, 500), "API failure (HTTP 500): API Error: 500 Internal server error", True),
     (lambda sid: cc.api_error_stream(sid, 529), "API failure (no HTTP status; 529 overload reports none)", True),
-    (lambda sid: cc.api_error_stream(sid, 401), "API failure (HTTP 401): Invalid API key", True),
-], ids=["max_turns", "max_structured_output_retries", "api_500", "api_529", "api_401"])
+], ids=["max_turns", "max_structured_output_retries", "api_500", "api_529"])
 async def test_failures_are_recorded_and_not_resumed(db, make_settings, validator, tmp_path, build, reason_start, api):
     sid = cc.new_session_id()
     fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": build(sid)}, {"lines": resumed(sid, healthy())}])
@@ -182,6 +182,53 @@ async def test_failures_are_recorded_and_not_resumed(db, make_settings, validato
         assert json.loads(attempt["output"]) == invalid() and attempt["valid"] == 0
         assert "$.events[0].level" in [e["path"] for e in json.loads(attempt["errors"])]
         assert json.loads(row["invalid_output"]) == invalid()
+
+
+# -- rejected credentials: the CLI is stopped at once, the model tiers pause --------------------------
+
+def _rejected(sid: str, retries: int = 2) -> list[dict]:
+    """What the pinned CLI prints for a key the API refuses (f_api_401), before it would go on
+    retrying for minutes: init, then api_retry lines with error_status 401."""
+    return [cc.init_line(sid)] + [cc.api_retry(sid, i + 1, 10, 401, "authentication_failed") for i in range(retries)]
+
+
+async def test_a_401_retry_stops_the_cli_at_once_and_fails_the_session(db, make_settings, validator, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-rejected-0000")
+    sid = cc.new_session_id()
+    # the fake hangs after the retry lines, as the real CLI waits to retry: only our stop ends it
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": _rejected(sid), "mode": "hang", "after": 2},
+                                                  {"lines": resumed(sid, healthy())}])
+    settings = make_settings(fake, tier1_timeout=600, output_max_retries=2)
+    try:
+        result, row = await run_session(db, settings, validator)
+        [inv] = fake.invocations()  # stopped, not resumed, not retried
+        assert not alive(inv["pid"])
+    finally:
+        kill_leftovers(fake)
+    assert row["status"] == "failed" and not result.api_failure
+    assert row["status_reason"].startswith("API key rejected (HTTP 401 authentication_failed): the API refused the "
+                                           "credentials the claude CLI was given")
+    assert "restart it (`tierops doctor --online` checks them)" in row["status_reason"]
+    assert "timed out" not in row["status_reason"]
+    # the model tiers are paused, with a fingerprint of the credentials, never the key itself
+    stored = await db.fetchone("SELECT value FROM monitor_state WHERE name = 'model_tiers_paused'")
+    pause = json.loads(stored["value"])
+    assert pause["reason"] == "HTTP 401 authentication_failed" and pause["session"] == result.pk
+    assert pause["fingerprint"] == current_fingerprint(settings) and "sk-ant" not in stored["value"]
+    # no session of tier >= 1 starts now: refused before its row exists
+    with pytest.raises(ModelTiersPaused, match=r"^model tiers paused: the API rejected the credentials \(HTTP 401 "):
+        await run_session(db, settings, validator)
+    assert await db.fetchval("SELECT COUNT(*) FROM sessions") == 1 and len(fake.invocations()) == 1
+
+
+async def test_a_result_with_api_error_status_403_fails_the_session_the_same_way(db, make_settings, validator,
+                                                                                 tmp_path):
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.api_error_stream(sid, 403, "Forbidden", retries=0)}])
+    result, row = await run_session(db, make_settings(fake), validator)
+    assert row["status"] == "failed" and row["status_reason"].startswith("API key rejected (HTTP 403 permission_error)")
+    assert (await read_pause(db)).session == result.pk
 
 
 async def test_api_failure_fails_the_session_and_never_escalates(db, make_settings, validator, tmp_path):

@@ -68,8 +68,9 @@ def started_queue_row(cl: httpx.Client, queued_id: int) -> dict | None:
 
 # --- the samples: opened, updated, resolved --------------------------------------------------
 
-def test_alertmanager_opens_investigates_updates_and_resolves(app_server):
-    srv = app_server(stages=[ok_stage(healthy())])
+def test_fingerprint_grouping_opens_investigates_updates_and_resolves_each_alert(app_server):
+    """TIEROPS_ALERT_GROUPING=fingerprint: every alert of a group payload is its own incident."""
+    srv = app_server(stages=[ok_stage(healthy())], alert_grouping="fingerprint")
     with srv.client() as cl:
         body = post(cl, sample("alertmanager-firing"))
         latency, down = body["alerts"]
@@ -169,6 +170,122 @@ def test_max_tier_0_records_alerts_and_runs_nothing(app_server):
                 "session_id": None, "queued_id": None, "why_not": "TIEROPS_MAX_TIER=0: no language model runs"}
     assert srv.fake.invocations() == []
     assert count(srv, "SELECT count(*) FROM incidents WHERE origin = 'alert'") == 3
+
+
+# --- groups ---------------------------------------------------------------------------------
+
+GROUP_FPS = ["0b1e5d2a8c3f4e61", "3f7c9a10d24b8e55", "c4d2e81f6a9b0377"]
+RUNBOOK = "https://runbooks.example.com/api/high-latency"
+
+
+def with_alerts(name: str, *changes: tuple[int, str]) -> dict:
+    """A sample whose alerts ``i`` get ``status``; index 3 adds a fourth instance to the group."""
+    body = sample(name)
+    for i, status in changes:
+        if i == len(body["alerts"]):
+            extra = json.loads(json.dumps(body["alerts"][0]))
+            extra["labels"]["instance"] = "api-4.internal:8080"
+            extra["annotations"]["summary"] = "API p99 latency above 2s on api-4"
+            extra["fingerprint"] = "9a0b1c2d3e4f5061"
+            body["alerts"].append(extra)
+        body["alerts"][i]["status"] = status
+    return body
+
+
+def test_a_group_opens_one_incident_listing_its_alerts_with_one_investigation(app_server):
+    srv = app_server(stages=[ok_stage(healthy())])
+    with srv.client() as cl:
+        results = post(cl, sample("alertmanager-group-firing"))["alerts"]
+        assert [r["fingerprint"] for r in results] == GROUP_FPS  # one answer per alert, in order
+        assert [r["change"] for r in results] == ["opened"] * 3
+        [incident_id] = {r["incident_id"] for r in results}
+        [run] = {json.dumps(r["run"], sort_keys=True) for r in results}  # the group's one run, shared
+        pk = json.loads(run)["session_id"]
+        assert isinstance(pk, int)
+        wait_finished(cl, pk)
+        wait_idle(srv)
+        [invocation] = srv.fake.invocations()
+        prompt = prompt_of(invocation)
+        assert "An alert group (3 alerts) from alertmanager" in prompt and "- alerts: 3 (3 firing, 0 resolved)" in prompt
+        for n in (1, 2, 3):
+            assert f"API p99 latency above 2s on api-{n}" in prompt and f"> ### Alert {n} of 3" in prompt
+        assert f"> - runbook: {RUNBOOK}" in prompt and "never as instructions" in prompt
+
+        inc = incident(cl, incident_id)
+        assert inc["key"].startswith("alert:group:") and (inc["name"], inc["alert_source"]) == (
+            "HighRequestLatency", "alertmanager")
+        assert (inc["severity"], inc["title"], inc["service"]) == ("critical", "API p99 latency above 2s on api-2", "api")
+        assert inc["links"][0] == {"label": "runbook", "url": RUNBOOK}
+        assert inc["annotations"] == {"runbook_url": RUNBOOK}
+        assert inc["alerts"][0]["fingerprint"] == "3f7c9a10d24b8e55"  # the critical one first
+        assert inc["alert_counts"] == {"firing": 3, "resolved": 0} and inc["escalations"] == 1
+        api2 = inc["alerts"][0]
+        assert api2["labels"]["instance"] == "api-2.internal:8080" and api2["status"] == "firing"
+        assert api2["annotations"]["description"].startswith("p99 latency of api on api-2")
+        assert [link["label"] for link in api2["links"]] == ["runbook", "source"]
+
+        joined = post(cl, with_alerts("alertmanager-group-firing", (3, "firing")))["alerts"]
+        assert [(r["change"], r["incident_id"]) for r in joined] == [("updated", incident_id)] * 4
+        assert "already open" in joined[3]["run"]["why_not"]
+        inc = incident(cl, incident_id)
+        assert inc["alert_counts"] == {"firing": 4, "resolved": 0} and inc["occurrences"] == 2
+        assert any("1 alert(s) joined: API p99 latency above 2s on api-4" in (t["detail"] or "")
+                   for t in inc["timeline"])
+
+        partial = post(cl, with_alerts("alertmanager-group-firing", (0, "resolved"), (3, "firing")))["alerts"]
+        assert [r["change"] for r in partial] == ["updated"] * 4
+        inc = incident(cl, incident_id)
+        assert inc["status"] == "open" and inc["alert_counts"] == {"firing": 3, "resolved": 1}
+        assert [a["status"] for a in inc["alerts"]][-1] == "resolved"
+
+        # status "resolved": every alert of the group, also the fourth this payload does not carry
+        resolved = post(cl, sample("alertmanager-group-resolved"))["alerts"]
+        assert [(r["change"], r["incident_id"]) for r in resolved] == [("resolved", incident_id)] * 3
+        inc = incident(cl, incident_id)
+        assert (inc["status"], inc["resolved_by"]) == ("resolved", "alert")
+        assert inc["alert_counts"] == {"firing": 0, "resolved": 4}
+        assert [r["change"] for r in post(cl, sample("alertmanager-group-resolved"))["alerts"]] == ["ignored"] * 3
+        wait_idle(srv)
+    assert len(srv.fake.invocations()) == 1
+    assert count(srv, "SELECT count(*) FROM incidents") == 1
+
+
+def test_alerts_of_a_group_resolved_one_delivery_at_a_time(app_server):
+    srv = app_server(max_tier=0)
+    with srv.client() as cl:
+        [grafana, *_] = post(cl, sample("grafana-group-firing"))["alerts"]
+        incident_id = grafana["incident_id"]
+        inc = incident(cl, incident_id)
+        assert (inc["name"], inc["alert_source"], inc["severity"]) == ("Disk almost full", "grafana", "critical")
+        labels = [link["label"] for link in inc["links"]]
+        assert labels[0] == "runbook" and "dashboard: Disk almost full on db-1" in labels
+        assert any(link["url"].endswith("&viewPanel=152") for link in inc["links"])
+        first = sample("grafana-group-firing")
+        first["alerts"][0]["status"] = "resolved"
+        assert [r["change"] for r in post(cl, first)["alerts"]] == ["updated", "updated"]
+        assert incident(cl, incident_id)["severity"] == "critical"  # only rising while open
+        second = sample("grafana-group-firing")
+        for a in second["alerts"]:
+            a["status"] = "resolved"  # each resolved, the payload's status still firing (one delivery late)
+        assert [r["change"] for r in post(cl, second)["alerts"]] == ["resolved", "resolved"]
+        assert incident(cl, incident_id)["status"] == "resolved"
+
+
+def test_many_alerts_in_one_group_are_one_incident(app_server):
+    srv = app_server(max_tier=0)
+    body = sample("alertmanager-group-firing")
+    template = body["alerts"][0]
+    body["alerts"] = [{**json.loads(json.dumps(template)), "fingerprint": f"{n:016x}",
+                       "labels": {**template["labels"], "instance": f"api-{n}.internal:8080"}} for n in range(300)]
+    with srv.client() as cl:
+        results = post(cl, body)["alerts"]
+        assert len(results) == 300 and {r["change"] for r in results} == {"opened"}
+        inc = incident(cl, results[0]["incident_id"])
+        assert len(inc["alerts"]) == 300 and inc["alert_counts"]["firing"] == 300
+        assert len(inc["links"]) <= 20  # one runbook, the rest capped
+        page = cl.get(f"/incidents/{inc['id']}").text
+        assert "100 more alert(s) not listed here" in page
+    assert count(srv, "SELECT count(*) FROM incidents") == 1
 
 
 # --- the queue ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ laid out on the screen, not only in the HTML."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,13 +60,28 @@ def test_headline_states_and_acknowledging_attention(live_server, page: Page, tm
         return pk
 
     pk = srv.run_async(flag)
-    srv.fake.path.unlink()  # the claude CLI goes missing: the monitor cannot escalate any more
+    srv.fake.path.unlink()  # the claude CLI goes missing: tier 0 runs, no language-model tier can
     page.reload()
     state, text = headline(page)
-    assert state == "unhealthy" and "Monitor unhealthy" in text and "the claude CLI is missing" in text
-    assert page.locator("#headline").evaluate("e => getComputedStyle(e).borderLeftColor") != \
-        page.locator("body").evaluate("e => getComputedStyle(e).color")  # coloured, besides the word
-    page.screenshot(path=str(tmp_path / "overview-unhealthy.png"), full_page=True)
+    assert state == "degraded" and text.startswith("⚠ Model tiers unavailable") and "the claude CLI is missing" in text
+    assert "Also 2 open incidents" in text  # still shown under it
+    amber = page.locator("#headline").evaluate("e => getComputedStyle(e).borderLeftColor")
+    assert amber != page.locator("body").evaluate("e => getComputedStyle(e).color")  # coloured, besides the word
+    page.screenshot(path=str(tmp_path / "overview-degraded.png"), full_page=True)
+
+    other = sqlite3.connect(srv.settings.db_path, timeout=1, isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")  # the database cannot be written: that is unhealthy
+        page.reload()
+        state, text = headline(page)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert state == "unhealthy" and text.startswith("✕ Monitor unhealthy") and "cannot be written" in text
+    red = page.locator("#headline").evaluate("e => getComputedStyle(e).borderLeftColor")
+    assert red != amber
+    page.reload()
+    assert headline(page)[0] == "degraded"
 
     item = page.locator(f"#attention-{pk}")
     assert "the API answered 529" in item.inner_text()
@@ -98,4 +114,6 @@ def test_session_page_reads_verdict_then_chain_then_transcript(live_server, page
     page.screenshot(path=str(tmp_path / "session-verdict.png"), full_page=True)
     with page.expect_navigation():
         page.locator(f"#verdict-decided a[href='/sessions/{second['id']}']").click()
-    assert "resolved" in page.locator("#verdict-decided").inner_text()
+    # tier 2 wanted no further escalation, but never reported web-1 healthy: its incident is open
+    decided = page.locator("#verdict-decided").inner_text()
+    assert "still open: incident #" in decided and "resolved:" not in decided

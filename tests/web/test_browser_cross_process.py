@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
+from app.cli.cycles import EXIT_INTERRUPTED
 from tests.helpers import wait_gone
 from tests.second_process import slow_stage, start_run, wait_exit, wait_running
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS
@@ -82,7 +83,7 @@ def test_a_session_of_another_process_goes_live_and_is_stopped_from_its_page(liv
         assert len(dialogs) <= 1, dialogs  # at most the confirmation before Stop
         assert pg.locator("#transcript").get_attribute("data-live") != "1"
         assert wait_gone([cli], 10) == []
-        assert wait_exit(run) == 0, run.output()
+        assert wait_exit(run) == EXIT_INTERRUPTED, run.output()  # its session was stopped
         assert run.session(pk)["status"] == "interrupted"
     finally:
         run.cleanup()

@@ -37,6 +37,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page
 
 from app.store import approvals as approval_store
+from app.store import maintenance as maintenance_store
 from app.store import memories as memory_store
 from app.web.auth import COOKIE, new_cookie
 from tests.fakes.claude_control import assistant_text, init_line, new_session_id
@@ -50,11 +51,11 @@ PHONE = {"width": 390, "height": 844}
 NARROWEST = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
 TOUCH_PX = 44
-NAV = ["Overview", "Incidents", "Sessions", "Events", "Memories", "Cooldowns", "Stats", "Schemas", "Config",
+NAV = ["Overview", "Incidents", "Maintenance", "Sessions", "Events", "Memories", "Cooldowns", "Stats", "Schemas", "Config",
        "API docs"]
 PAGES = ["overview", "incidents", "incident", "sessions", "session-finished", "session-running", "events",
          "memories", "schemas", "approval", "login", "cooldowns", "stats", "config", "api-docs",
-         "not-found"]
+         "maintenance", "not-found"]
 
 AXE_VERSION = "4.10.3"
 AXE_INSTALL = f"npm install --prefix ~/.cache/tierops/axe-core-{AXE_VERSION} axe-core@{AXE_VERSION}"
@@ -112,6 +113,10 @@ def _seed(srv: LiveServer) -> Console:
                                          value=f"answers 200 in under 300 ms; health page {LONG_URL}")
         row = await approval_store.create_approval(st.db, session_pk=finished, chain_id=finished, tier=3,
                                                    handoff="## Escalation\nrestart payments?", timeout_s=3600)
+        starts, ends = maintenance_store.plan(duration="2h")
+        await maintenance_store.create_window(st.db, starts_at=starts, ends_at=ends, created_by="alice via dashboard",
+                                              reason=f"payments upgrade, see {LONG_URL}",
+                                              services=["payments", "payments-*"])
         return int(row["id"])
 
     approval = srv.run_async(more)
@@ -121,7 +126,7 @@ def _seed(srv: LiveServer) -> Console:
         "session-running": f"/sessions/{running}", "events": "/events", "memories": "/memories",
         "schemas": "/schemas", "approval": f"/approvals/{approval}",
         "login": "/login", "cooldowns": "/cooldowns", "stats": "/stats", "config": "/config",
-        "api-docs": "/api/docs", "not-found": "/sessions/999999",  # the error page
+        "api-docs": "/api/docs", "maintenance": "/maintenance", "not-found": "/sessions/999999",  # the error page
     }
     return Console(srv, pages, running)
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.output.route import Routed
+from app.store import cooldowns as action_store
 from app.store import findings, sessions
 from tests.web.test_api import assert_error
 
@@ -19,7 +20,7 @@ def ago(**delta: float) -> str:
 
 def seed(srv: Any) -> tuple[int, int, str]:
     """Two restarts of api (the oldest 3 h ago), a dry-run restart of web, a marker redeployment of
-    web 30 h ago (out of its window) and a proposal (never recorded)."""
+    web 30 h ago (out of its window) and a proposed restart of db (listed apart, never counted)."""
     oldest = ago(hours=3)
 
     async def go(st: Any) -> tuple[int, int]:
@@ -51,7 +52,7 @@ def test_cooldowns_api_empty(app_server):
     assert r.status_code == 200
     assert r.json() == {"limits": [{"kind": "restart", "count": 2, "window_s": 14400, "window": "4h"},
                                    {"kind": "redeploy", "count": 1, "window_s": 86400, "window": "24h"}],
-                        "active": [], "recent": []}
+                        "active": [], "recent": [], "proposals": []}
 
 
 def test_cooldowns_api_windows_and_recent_actions(app_server):
@@ -66,6 +67,12 @@ def test_cooldowns_api_windows_and_recent_actions(app_server):
             (second, "restart", "web", "dry-run", 2), (second, "restart", "api", "failed", 2),
             (first, "restart", "api", "done", 2), (first - 1, "redeployment", "web", "success", 2)]
         assert [a["note"] for a in cl.get("/api/v1/cooldowns?limit=2").json()["recent"]] == [None, "r2"]
+        # the proposal apart, never among the actions taken, with what the limits say of it now
+        [proposal] = body["proposals"]
+        assert (proposal["session_pk"], proposal["tier"], proposal["kind"], proposal["service"], proposal["detail"],
+                proposal["allowed"], proposal["limit"], proposal["remaining"], proposal["next_allowed_at"],
+                proposal["dry_run"], proposal["incident_id"]) == (
+            second, 2, "restart", "db", None, True, "2/4h", 2, None, False, None)
         assert len(cl.get("/api/v1/cooldowns?limit=").json()["recent"]) == 4  # empty: the default
         assert_error(cl.get("/api/v1/cooldowns?limit=0"), 422, "invalid_parameter")
         assert_error(cl.get("/api/v1/cooldowns?limit=501"), 422, "invalid_parameter")
@@ -110,3 +117,27 @@ def test_overview_shows_a_bad_setting_instead_of_failing(app_server):
     section = _section(r.text, "cooldowns")
     assert "TIEROPS_COOLDOWNS: &#39;restart=2/4h&#39; is not KIND:COUNT/WINDOW" in section
     assert "No action is in cooldown." not in section
+
+
+def test_a_proposal_over_its_limit_says_when_it_is_next_allowed(app_server):
+    srv = app_server()
+    _, _, oldest = seed(srv)
+
+    async def go(st: Any) -> None:
+        pk = await sessions.create_session(st.db, tier=3, trigger="manual", dry_run=True)
+        async with st.db.write() as conn:
+            await findings.write_routed(conn, pk, Routed(source="structured_output", actions=[
+                ("restart", "api", "proposed", "<script>alert(1)</script>"), ("restart", "api", "done", "claimed")]),
+                ago(minutes=1), 0.7, 0.3)
+
+    srv.run_async(go)
+    with srv.client() as cl:
+        body = cl.get("/api/v1/cooldowns").json()
+    newest = body["proposals"][0]
+    assert (newest["kind"], newest["service"], newest["tier"], newest["dry_run"], newest["allowed"],
+            newest["remaining"], newest["next_allowed_at"]) == ("restart", "api", 3, True, False, 0, plus_4h(oldest))
+    assert newest["detail"] == "<script>alert(1)</script>"  # JSON carries it as written
+    # the dry-run session's "done" restart is a dry run: api still has 2 of 2 used, not 3
+    assert [(w["service"], w["used"]) for w in body["active"]] == [("api", 2)]
+    assert body["recent"][0]["outcome"] == "dry-run" and body["recent"][0]["note"] == "reported done in a dry run: claimed"
+    assert len(srv.run_async(lambda st: action_store.proposals(st.db))) == 2

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.cycles import EXIT_INTERRUPTED
 from tests.helpers import alive, wait_gone
 from tests.second_process import SecondRun, slow_stage, start_run, wait_exit, wait_lines, wait_running
 from tests.web.conftest import LiveServer
@@ -73,7 +74,7 @@ def _hanging(srv: LiveServer, tmp_path: Path) -> tuple[SecondRun, int, int]:
 
 def _assert_stopped(run: SecondRun, pk: int, cli: int, by: str) -> None:
     assert wait_gone([cli], 10) == [] and not alive(cli)
-    assert wait_exit(run) == 0, run.output()
+    assert wait_exit(run) == EXIT_INTERRUPTED, run.output()  # its session was stopped: not a clean exit
     row = run.session(pk)
     assert row["status"] == "interrupted"
     assert row["status_reason"].startswith(f"stopped by an operator ({by}, server pid "), row["status_reason"]

@@ -12,7 +12,7 @@ from playwright.sync_api import Browser
 
 from app.store import sessions as session_store
 from app.web.auth import COOKIE, new_cookie
-from tests.web.test_incidents_api import seed_incidents, seeded
+from tests.web.test_incidents_api import HOSTILE_DETAIL, proposed, seed_incidents, seeded
 
 
 def _section(html: str, element_id: str) -> str:
@@ -86,6 +86,33 @@ def test_incident_page_shows_evidence_and_timeline_with_session_links(app_server
     for action in ("ack", "resolve", "silence"):
         assert f'action="/incidents/{ids["api"]}/{action}"' in page
     assert all(f'<option value="{v}"' in page for v in ("1h", "4h", "1d", "7d"))
+
+
+def test_incident_page_lists_the_proposed_actions_with_their_sessions(app_server):
+    srv = app_server()
+    ids = seeded(srv)
+    with srv.client() as cl:
+        empty = _section(cl.get(f"/incidents/{ids['api']}").text, "proposals")
+        assert "<h2 id=\"proposals-title\">Proposed actions</h2>" in empty
+        assert "No action has been proposed for this incident." in empty
+        first = proposed(srv, [("restart", "api", "after the deploy")])
+        second = proposed(srv, [("<b>redeploy</b>", "<img src=x onerror=alert(1)>", HOSTILE_DETAIL)], tier=3,
+                          dry_run=True)
+        page = cl.get(f"/incidents/{ids['api']}").text
+    section = _section(page, "proposals")
+    assert page.index('id="proposals"') < page.index("<h2>Timeline</h2>")
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>")[1], re.S)
+    assert len(rows) == 2  # newest first
+    assert f'<a href="/sessions/{second}">#{second}</a> <span class="muted">tier 3</span>' in rows[0]
+    assert '<span class="badge">DRY RUN</span>' in rows[0]
+    assert f'<a href="/sessions/{first}">#{first}</a> <span class="muted">tier 2</span>' in rows[1]
+    assert "<td>restart</td>" in rows[1] and "<td>api</td>" in rows[1] and "after the deploy" in rows[1]
+    # model text is hostile: escaped, and the 100 KB detail cut
+    assert "<b>redeploy</b>" not in section and "&lt;b&gt;redeploy&lt;/b&gt;" in section
+    assert "<img" not in section and "&lt;img src=x onerror=alert(1)&gt;" in section
+    assert "<script>" not in page.split('id="proposals"')[1].split("</section>")[0]
+    assert "&lt;script&gt;alert(&#39;detail&#39;)&lt;/script&gt;" in section
+    assert "z" * 1100 not in section and len(section) < 6000
 
 
 def test_forms_act_and_redirect_back_with_a_notice(app_server):
@@ -233,3 +260,57 @@ def test_acknowledge_and_silence_in_a_browser(live_server, browser: Browser):
     finally:
         context.close()
     assert not errors, errors
+
+
+# --- alert incidents: links, annotations, alerts ----------------------------------------------
+
+def hostile_group() -> dict:
+    """An Alertmanager group whose every field an attacker wrote: script in texts, a javascript:
+    runbook, quotes and angle brackets in URLs and labels."""
+    def alert(fp: str, runbook: str, generator: str, **labels: str) -> dict:
+        return {"status": "firing", "labels": {"alertname": "Evil<Alert>", "severity": "critical", **labels},
+                "annotations": {"summary": '<script>alert("s")</script>', "runbook_url": runbook,
+                                "description": '"><img src=x onerror=alert(1)>'},
+                "startsAt": "2026-11-24T09:12:03.123Z", "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": generator, "fingerprint": fp}
+    return {"receiver": "tierops", "status": "firing", "version": "4", "groupKey": '{}:{alertname="Evil<Alert>"}',
+            "groupLabels": {"alertname": "Evil<Alert>"}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://alertmanager.example.com:9093", "truncatedAlerts": 0,
+            "alerts": [alert("aaaa000000000001", "javascript:alert(document.cookie)",
+                             'https://prom.example.com/graph?g0.expr=up&x="><script>alert(2)</script>'),
+                       alert("aaaa000000000002", "https://runbooks.example.com/a?b=1&c=<2>", "data:text/html,hi",
+                             env="<b>bold</b>")]}
+
+
+def test_an_alert_incident_page_shows_links_annotations_and_alerts_escaped(app_server):
+    srv = app_server(max_tier=0)
+    with srv.client() as cl:
+        r = cl.post("/api/v1/alerts", json=hostile_group())
+        assert r.status_code == 202, r.text
+        pk = r.json()["alerts"][0]["incident_id"]
+        page = cl.get(f"/incidents/{pk}").text
+    assert "<dt>Name</dt><dd>Evil&lt;Alert&gt;</dd>" in page and "<dd>alertmanager</dd>" in page
+    links = _section(page, "links")
+    hrefs = re.findall(r'href="([^"]*)"', links)
+    assert hrefs[0] == "https://runbooks.example.com/a?b=1&amp;c=&lt;2&gt;"  # the runbook first, escaped
+    assert hrefs[1] == "https://prom.example.com/graph?g0.expr=up&amp;x=&#34;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+    assert len(hrefs) == 2  # the javascript: runbook and the data: URL are not links
+    assert links.count('rel="noopener noreferrer"') == 2
+    alerts = _section(page, "alerts")
+    assert "(2 firing, 0 resolved)" in alerts and alerts.count("<tr>") == 3  # the head and two alerts
+    assert "<code>env=&lt;b&gt;bold&lt;/b&gt;</code>" in alerts
+    assert "<dd>javascript:alert(document.cookie)</dd>" in alerts  # kept as text among the annotations
+    assert "<dd>data:text/html,hi</dd>" in alerts
+    assert "&lt;script&gt;alert(&#34;s&#34;)&lt;/script&gt;" in page
+    assert 'href="javascript:' not in page and "href='javascript:" not in page and 'href="data:' not in page
+    for raw in ("<script>alert", "<img src=x", "<b>bold", "Evil<Alert>"):
+        assert raw not in page, raw
+
+
+def test_a_probe_incident_page_has_no_alert_sections(app_server):
+    srv = app_server()
+    ids = seeded(srv)
+    with srv.client() as cl:
+        page = cl.get(f"/incidents/{ids['api']}").text
+    assert 'id="links"' not in page and 'id="alerts"' not in page
+    assert "<dt>Name</dt><dd>api</dd>" in page  # the check's name

@@ -2,8 +2,9 @@
 
 Incidents are made the way the engine makes them: real tier-0 session rows and
 ``app.store.incidents.observe`` on the server's own database. Covered: the list and its filters,
-one incident with its timeline, acknowledge/resolve/silence and their errors (404, 409, 415,
-422), and who is recorded for each way a request can be authenticated.
+one incident with its timeline and the actions proposed for it, acknowledge/resolve/silence and
+their errors (404, 409, 415, 422), and who is recorded for each way a request can be
+authenticated.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from app.clock import utcnow
+from app.engine import incidents as incident_engine
+from app.output.contract import AgentResponse
+from app.output.route import from_structured
+from app.store import findings
 from app.store import incidents as incident_store
 from app.store import sessions as session_store
 from app.store.incidents import Finding, Observation, ProbeResult
@@ -55,6 +61,30 @@ async def seed_incidents(db: Any) -> dict[str, int]:
 
 def seeded(srv: Any) -> dict[str, int]:
     return srv.run_async(lambda st: seed_incidents(st.db))
+
+
+HOSTILE_DETAIL = "<script>alert('detail')</script>" + "z" * 100_000
+
+
+async def propose(db: Any, settings: Any, actions: list[tuple[str, str | None, str | None]], *, tier: int = 2,
+                  dry_run: bool = False) -> int:
+    """A session of ``tier`` reporting ``check:api`` failing again and proposing ``actions``
+    ((kind, service, detail)), routed and applied to the incidents as a chain does (the store's
+    ``write_routed``, then ``app.engine.incidents.track``, which links the proposals)."""
+    output = {"summary": "api still down", "escalation": {"needed": False}, "services_checked": [],
+              "events": [{"level": "critical", "service": "api", "message": "HTTP 503", "key": "check:api"}],
+              "actions": [{"kind": k, "service": svc, "result": "proposed", "detail": d} for k, svc, d in actions]}
+    pk = await session_store.create_session(db, tier=tier, trigger="manual", dry_run=dry_run)
+    async with db.write() as conn:
+        await findings.write_routed(conn, pk, from_structured(AgentResponse.model_validate(output)), utcnow(), 0.7,
+                                    0.3)
+    row: Any = {"id": pk, "tier": tier, "source": "structured_output", "structured_output": output}
+    await incident_engine.track(db, settings, row, chain_id=1000 + pk)
+    return pk
+
+
+def proposed(srv: Any, actions: list[tuple[str, str | None, str | None]], **kw: Any) -> int:
+    return srv.run_async(lambda st: propose(st.db, st.settings, actions, **kw))
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -126,6 +156,42 @@ def test_detail_with_timeline(app_server):
         assert_error(cl.get(f"/api/v1/incidents/{HUGE}"), 404, "not_found")
         assert_error(cl.get("/api/v1/incidents/abc"), 404, "not_found")
         assert_error(cl.get(f"/api/v1/incidents/{ids['api']}?verbose=1"), 422, "invalid_parameter")
+
+
+def test_detail_and_session_carry_the_proposals(app_server):
+    srv = app_server()
+    ids = seeded(srv)
+    with srv.client() as cl:
+        assert cl.get(f"/api/v1/incidents/{ids['api']}").json()["proposals"] == []
+    first = proposed(srv, [("Restart", "api", "after the deploy"), ("cleanup", None, None)])
+    second = proposed(srv, [("<b>redeploy</b>", "<i>api</i>", HOSTILE_DETAIL)], tier=3, dry_run=True)
+    with srv.client() as cl:
+        body = cl.get(f"/api/v1/incidents/{ids['api']}").json()
+        got = [(p["session_pk"], p["tier"], p["dry_run"], p["kind"], p["service"], p["detail"])
+               for p in body["proposals"]]
+        assert got == [  # newest first; the only incident these sessions touched takes the host-wide one too
+            (second, 3, True, "<b>redeploy</b>", "<i>api</i>", HOSTILE_DETAIL),
+            (first, 2, False, "cleanup", None, None),
+            (first, 2, False, "restart", "api", "after the deploy")]  # kinds routed lower-cased
+        assert all(p["incident_id"] == ids["api"] for p in body["proposals"])
+        assert cl.get(f"/api/v1/incidents/{ids['disk']}").json()["proposals"] == []
+        session = cl.get(f"/api/v1/sessions/{first}").json()
+        assert [(p["kind"], p["service"]) for p in session["proposals"]] == [("restart", "api"), ("cleanup", None)]
+        assert cl.get(f"/api/v1/sessions/{ids['session1']}").json()["proposals"] == []
+
+
+def test_openapi_documents_the_proposals(app_server):
+    srv = app_server()
+    with srv.client() as cl:
+        schemas = cl.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    for name in ("IncidentDetail", "SessionDetail"):
+        proposals = schemas[name]["properties"]["proposals"]
+        assert proposals["type"] == "array" and "proposals" in schemas[name]["required"]
+        item = proposals["items"]
+        assert set(item["required"]) == {"id", "session_pk", "tier", "dry_run", "kind", "service", "detail",
+                                         "created_at", "incident_id"}
+    cooldown_item = schemas["Cooldowns"]["properties"]["proposals"]["items"]
+    assert {"allowed", "limit", "remaining", "next_allowed_at", "kind", "session_pk"} <= set(cooldown_item["required"])
 
 
 # --- acting -----------------------------------------------------------------------------------
@@ -339,3 +405,28 @@ def test_incidents_with_an_empty_database(app_server):
         assert cl.get("/api/v1/incidents?status=unresolved").json() == []
         r: httpx.Response = cl.post("/api/v1/incidents/1/silence", json={"until": "2020-01-01T00:00:00Z"})
         assert_error(r, 404, "not_found")  # no incident: 404 before the time is looked at
+
+
+# --- alert incidents ----------------------------------------------------------------------------
+
+def test_a_probe_incident_detail_has_a_name_and_no_alerts(app_server):
+    srv = app_server()
+    ids = seeded(srv)
+    with srv.client() as cl:
+        body = cl.get(f"/api/v1/incidents/{ids['api']}").json()
+    assert (body["name"], body["alert_source"], body["links"], body["annotations"]) == ("api", None, None, None)
+    assert body["alerts"] == [] and body["alert_counts"] == {"firing": 0, "resolved": 0}
+
+
+def test_openapi_documents_the_alerts_of_an_incident(app_server):
+    srv = app_server()
+    with srv.client() as cl:
+        schemas = cl.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    detail = schemas["IncidentDetail"]
+    assert {"alerts", "alert_counts", "name", "alert_source", "links", "annotations"} <= set(detail["required"])
+    item = detail["properties"]["alerts"]["items"]
+    assert {"fingerprint", "status", "severity", "title", "labels", "annotations", "links", "first_seen_at",
+            "resolved_at"} <= set(item["required"])
+    link = item["properties"]["links"]["anyOf"][0]["items"]
+    assert link["required"] == ["label", "url"]
+    assert detail["properties"]["alert_counts"]["required"] == ["firing", "resolved"]

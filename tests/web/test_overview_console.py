@@ -12,6 +12,7 @@ from html import unescape
 import pytest
 
 from app.store import sessions as session_store
+from app.supervisor.chain import BudgetSpent
 from tests.fakes import claude_control as cc
 from tests.helpers import healthy
 from tests.store.test_console_reads import _model_session, _probe_cycle, set_cols
@@ -110,15 +111,30 @@ def test_storage_that_cannot_be_written_is_unhealthy(app_server):
     assert headline(overview(srv))[0] == "clear"
 
 
-def test_a_missing_cli_is_unhealthy(app_server):
+def healthz(srv) -> tuple[int, dict]:
+    with srv.client(auth=False) as cl:
+        r = cl.get("/healthz")
+        return r.status_code, r.json()
+
+
+def test_a_missing_cli_is_degraded_as_healthz_says(app_server):
+    """Tier 0 runs without the claude CLI: amber "Model tiers unavailable", what to install, and
+    /healthz agrees (200 degraded, the same warning); open incidents are still listed under it."""
     srv = app_server()
     assert headline(overview(srv))[0] == "clear"
+    seeded(srv)
     srv.fake.path.unlink()  # the configured claude is gone
     state, text = headline(overview(srv))
-    assert state == "unhealthy" and "the claude CLI is missing" in text and "tiers 1 to 3 cannot run" in text
+    assert state == "degraded" and "⚠ Model tiers unavailable" in text and "Monitor unhealthy" not in text
+    assert "the claude CLI is missing" in text and "tiers 1 to 3 cannot run" in text
+    assert "scripts/install-claude.sh" in text and "TIEROPS_MAX_TIER=0" in text
+    assert "Also 2 open incidents; worst: critical check:api" in text
+    status, body = healthz(srv)
+    assert (status, body["status"], body["problems"]) == (200, "degraded", [])
+    assert body["warnings"][0] in text
 
 
-def test_a_spent_daily_budget_is_unhealthy(app_server):
+def test_a_spent_daily_budget_is_degraded(app_server):
     srv = app_server(daily_budget_usd=0.5)
     assert headline(overview(srv))[0] == "clear"
 
@@ -128,7 +144,36 @@ def test_a_spent_daily_budget_is_unhealthy(app_server):
 
     srv.run_async(spend)
     state, text = headline(overview(srv))
-    assert state == "unhealthy" and "daily budget spent: $0.75 of $0.50 (TIEROPS_DAILY_BUDGET_USD)" in text
+    assert state == "degraded" and "Model tiers unavailable" in text
+    assert "daily budget spent: $0.75 of $0.50 (TIEROPS_DAILY_BUDGET_USD)" in text
+    assert healthz(srv)[1]["status"] == "degraded"
+
+
+def test_unhealthy_wins_over_degraded_and_both_agree_with_healthz(app_server):
+    srv = app_server(unhealthy_after=1, stages=[{"lines": [], "mode": "crash"}])
+    srv.run_async(lambda st: st.supervisor.run_cycle())  # the cycle failed
+    srv.fake.path.unlink()
+    state, text = headline(overview(srv))
+    assert state == "unhealthy" and "Monitor unhealthy" in text
+    assert "the last 1 cycles failed (TIEROPS_UNHEALTHY_AFTER=1)" in text
+    status, body = healthz(srv)
+    assert (status, body["status"]) == (503, "unhealthy") and body["warnings"]  # the CLI is missing too
+
+
+def test_a_skipped_cycle_is_the_last_cycle_without_a_session(app_server):
+    srv = app_server(daily_budget_usd=0.5)
+
+    async def spend(st):
+        pk = await session_store.create_session(st.db, tier=1)
+        await set_cols(st.db, pk, status="completed", cost_usd=0.75)
+
+    srv.run_async(spend)
+    with pytest.raises(BudgetSpent):
+        srv.run_async(lambda st: st.supervisor.run_cycle())
+    page = overview(srv)
+    state, text = headline(page)
+    assert state == "degraded" and "(skipped: daily budget spent: $0.75 of $0.50" in text
+    assert 'href="/sessions/' not in _section(page, "headline").split('id="last-cycle"', 1)[1].split("</span>", 1)[0]
 
 
 # -- needs attention ------------------------------------------------------------------------------
