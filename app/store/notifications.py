@@ -10,7 +10,10 @@ and across the two processes that may run cycles (``serve`` and ``tierops run``)
 Statuses: ``pending`` (the sender has it; ``attempts`` and ``last_error`` say how retries go),
 ``sent``, ``failed`` (given up, ``last_error`` says why), ``suppressed`` and ``digested`` (``why``
 says why, e.g. "sent in digest #12"). Titles, bodies and errors pass the database's redactor; the
-notification URLs themselves are never given to this module.
+notification URLs themselves are never given to this module: a row names the routes it was given
+to. What a message is about (``incident_id``, ``source``, ``service``, ``check_name``) is kept so
+that a follow-up can find where its incident's opening went (:func:`earlier`) and so that the
+incident page and the preview can list what was sent for it (:func:`for_incident`).
 """
 
 from __future__ import annotations
