@@ -12,6 +12,8 @@ here rather than being written twice.
   parent died between ``fork`` and this call, no signal will ever come: the child exits instead.
   The signal comes when the *thread* that forked exits (the event loop's, which lives as long as
   the process) and reaches only the direct child, not its own children.
+* :func:`become_subreaper` (Linux ``PR_SET_CHILD_SUBREAPER``, the probe): orphaned descendants
+  are re-parented to this process rather than to init, so that none escapes by leaving its parent.
 * :func:`exited`: ``proc.wait()`` started before the exit also waits for every pipe asyncio owns
   to close (CPython 3.11), which a background grandchild can hold forever; so it races a poll of
   ``returncode`` (set at exit). The usual case returns with ``wait()``, at once.
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from app.tasks import spawn
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL = int(signal.SIGKILL)
 
 
@@ -64,6 +67,14 @@ def die_with_parent() -> Callable[[], None] | None:
 
 def pdeathsig_supported() -> bool:
     return _PRCTL is not None
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): a descendant whose
+    parent exits — a double fork, a ``setsid`` helper left behind — is re-parented to it instead
+    of to init, so it can still be found and killed (and must be reaped here). False where the
+    platform has no such thing (then orphans go to init, out of reach)."""
+    return _PRCTL is not None and _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 async def exited(proc: asyncio.subprocess.Process) -> int:

@@ -40,8 +40,10 @@ ENV_FILE = ".env"
 RENAMED = {"TIEROPS_STATE_DIR": "TIEROPS_HOME"}
 # TIEROPS_* names read by TierOps' scripts rather than by the settings: not warned about.
 # scripts/install-claude.sh: where the CLI goes (TIEROPS_CLAUDE_DIR); `serve`'s address, which it sets
-# for the checks file's ${TIEROPS_SERVE_URL} and friends (app/probe/variables.py).
-SCRIPT_VARIABLES = frozenset({"TIEROPS_CLAUDE_DIR", "TIEROPS_SERVE_URL", "TIEROPS_SERVE_HOST", "TIEROPS_SERVE_PORT"})
+# for the checks file's ${TIEROPS_SERVE_URL} and friends (app/probe/variables.py); the tag the probe puts in
+# each command check's environment (app/probe/reaper.py), seen by a `tierops` command run as a check.
+SCRIPT_VARIABLES = frozenset({"TIEROPS_CLAUDE_DIR", "TIEROPS_SERVE_URL", "TIEROPS_SERVE_HOST", "TIEROPS_SERVE_PORT",
+                              "TIEROPS_PROBE_CHECK"})
 
 READ_ONLY_TOOLS = (
     "Read,Grep,Glob,Bash(systemctl status *),Bash(systemctl list-units *),Bash(systemctl --failed *),"
@@ -209,10 +211,19 @@ class Settings(BaseSettings):
     unhealthy_after: int = Field(
         3, ge=1, description="/healthz answers 503 when this many cycles in a row failed.")
     webhook_token: SecretStr | None = Field(
-        None, description="Token for POST /api/v1/alerts only (header or ?token=), for alert senders that should not "
-        "hold the API token.")
+        None, description="Token for POST/PUT /api/v1/alerts only (bearer, ?token= or the HTTP Basic password), for "
+        "alert senders that should not hold the API token.")
     alert_queue_max: int = Field(
-        20, ge=1, description="Alert investigations waiting for a free cycle; more are refused with 503.")
+        20, ge=1, description="Alert investigations waiting for a free cycle. An incident opening beyond this is "
+        "still recorded and told; a queued run of its service absorbs it, else it needs attention.")
+    alert_body_max_bytes: int = Field(
+        32 * 1024 * 1024, ge=1024 * 1024, description="Largest body POST/PUT /api/v1/alerts reads, in bytes (413 "
+        "beyond, refused while reading); the rest of the API keeps its 1 MiB.")
+    alert_max_alerts: int = Field(
+        10_000, ge=1, description="Alerts read from one payload; the rest are counted on the incident as not listed.")
+    alert_default_severity: Literal["info", "warning", "critical"] = Field(
+        "warning", description="The severity of an alert whose severity is missing or a word TierOps does not know "
+        "(Grafana-managed rules carry none by default).")
     alert_grouping: Literal["group", "fingerprint"] = Field(
         "group", description="group: the alerts of one Alertmanager/Grafana notification group (same receiver and "
         "groupKey) share one incident; fingerprint: every alert is its own incident. Payloads without a groupKey "

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["ACCESS_LOGGER", "CONTEXT_FIELDS", "TEXT_FORMAT", "AccessLog", "JsonFormatter", "TextFormatter",
-           "guard_library_loggers", "oneline", "redacted", "setup_logging"]
+           "escape_controls", "guard_library_loggers", "oneline", "redacted", "setup_logging"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -75,14 +75,47 @@ def oneline(text: object, limit: int = ONELINE_LIMIT) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+# What the text format escapes: every C0 control (newline and carriage return among them), DEL,
+# every C1 control (U+0085 is a newline to some readers) and the Unicode line and paragraph
+# separators.
+_TEXT_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_TEXT_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+TRACEBACK_INDENT = "  "  # every traceback line of a text record starts with it
+
+
+def escape_controls(text: str) -> str:
+    """``text`` as one line without control characters: line breaks and controls written as escapes
+    (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ``\\u2028``)."""
+    return text.translate(_TEXT_ESCAPES)
+
+
 class TextFormatter(logging.Formatter):
-    """:data:`TEXT_FORMAT`, the whole line (traceback included) masked once more."""
+    """:data:`TEXT_FORMAT`, masked once more, and one record is one line: a newline in a message (an
+    alert's service, a model's reason, a URL path) would otherwise write a line of its own that
+    reads like another record. The message, the logger's name and the level are escaped
+    (:func:`escape_controls`); a traceback follows on lines of its own, each indented by
+    :data:`TRACEBACK_INDENT` with its controls escaped, so only a record's first line starts at
+    column 0."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        return redacted(super().format(record))
+        line = logging.makeLogRecord(record.__dict__)
+        line.msg, line.args = escape_controls(redacted(record.getMessage())), None
+        line.name, line.levelname = escape_controls(record.name), escape_controls(record.levelname)
+        line.exc_info = line.exc_text = line.stack_info = None
+        text = super().format(line)
+        extra = []
+        if record.exc_info and not record.exc_text:  # already set (and masked) by the redacting factory
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            extra.append(record.exc_text)
+        if record.stack_info:
+            extra.append(self.formatStack(record.stack_info))
+        for block in extra:
+            text += "".join(f"\n{TRACEBACK_INDENT}{escape_controls(part)}" for part in redacted(block).splitlines())
+        return redacted(text)
 
 
 class JsonFormatter(logging.Formatter):

@@ -4,10 +4,19 @@ and may echo credentials it found on a host).
 What is redacted, in every stream line before it is parsed and stored:
 
 * exact values: the dashboard token, and the values of environment variables whose names look
-  secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``; 8+ characters);
+  secret (:func:`secret_name`: ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``,
+  and the names tools give their credentials without such a suffix: libpq's ``PGPASSWORD``,
+  ``MYSQL_PWD``, ``REDISCLI_AUTH``, ``DOCKER_AUTH_CONFIG``, ``*_PASS``, ``*_PASSPHRASE``, ``*_DSN``,
+  ``*_COOKIE``; 8+ characters);
 * common credential shapes: Anthropic/OpenAI-style ``sk-…`` keys, GitHub tokens, AWS access key
   ids, Slack tokens, JWTs, PEM private keys, ``Authorization: Bearer …`` and
-  ``password=…``/``"api_key": "…"`` assignments.
+  ``password=…``/``"api_key": "…"`` assignments, also with the name in camelCase or PascalCase as
+  SDKs and ``aws sts get-session-token`` print it (``"SessionToken"``, ``refreshToken``,
+  ``privateKey``, ``accessKeyId``) or run together (``PGPASSWORD=…``), and docker's ``"auth"``.
+
+Text that is cut to a length (an evidence snippet, an output tail) is redacted first and cut
+after (:func:`redact_then_cut`): a secret cut in two no longer has its shape, and the part left
+before the cut would pass.
 
 Each match becomes ``[REDACTED]``; JSON stays valid because only characters inside a string are
 replaced (the patterns stop at quotes and backslashes). Speed: every line is first searched with
@@ -23,7 +32,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import re2
 
@@ -33,8 +42,11 @@ if TYPE_CHECKING:
     from app.config import Settings
 
 MASK = "[REDACTED]"
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
-_NOT_SECRET_NAMES = {"TIEROPS_TOKEN_FILE"}
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE"
+                          r"|(?:^|_)(?:PWD|PASS|PW|AUTH|DSN)(?:$|_)", re.I)
+# Names that match but hold no secret: PWD is the working directory, SSH_AUTH_SOCK a socket path
+# (masking them would blank every path in a transcript); TIEROPS_TOKEN_FILE is a path too.
+_NOT_SECRET_NAMES = {"TIEROPS_TOKEN_FILE", "PWD", "SSH_AUTH_SOCK"}
 # (literal hints, pattern): a pattern runs only on a line containing one of its hints, so the
 # common line costs a few substring searches (the regexes are slow over 100k lines; bench/ingest.py).
 _RULES: list[tuple[tuple[str, ...], str]] = [
@@ -65,12 +77,31 @@ _RULES: list[tuple[tuple[str, ...], str]] = [
     # shapes, also JSON-escaped inside a stream line (\"api_key\": \"X\").
     (("earer", "EARER"), r"(?P<keep>(?i:bearer)\s+)[A-Za-z0-9._~+/=\-]{12,}"),
     (("asic", "ASIC"), r"(?P<keep>(?i:authorization)(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?(?i:basic)\s+)[A-Za-z0-9+/=]{6,}"),
+    # Secret-named keys; the suffixes include the names tools give their credentials (MYSQL_PWD,
+    # REDISCLI_AUTH, DOCKER_AUTH_CONFIG, RABBITMQ_DEFAULT_PASS, BORG_PASSPHRASE, SENTRY_DSN,
+    # LDAP_BIND_PW, RABBITMQ_ERLANG_COOKIE) and key ids not of the AKIA shape (MinIO, R2).
     (("assw", "ASSW", "ecret", "ECRET", "oken", "OKEN", "_key", "_KEY", "-key", "-KEY", ".key", "pikey", "PIKEY",
-      "redential", "REDENTIAL", "_pwd", "_PWD"),
-     r"(?P<keep>(?i:\b[a-z0-9_.\-]*(?:[_.\-](?:token|password|passwd|pwd|key|credentials?)|secret[a-z0-9_.\-]*"
+      "redential", "REDENTIAL", "_pwd", "_PWD", "_pw", "_PW", "uth", "UTH", "_pass", "_PASS", "-pass", "dsn", "DSN",
+      "ookie", "OOKIE"),
+     r"(?P<keep>(?i:\b[a-z0-9_.\-]*(?:[_.\-](?:token|password|passwd|passphrase|pwd|pw|pass|key(?:[_-]?id)?"
+     r"|credentials?|auth(?:[_-]?config)?|dsn|cookie)|secret[a-z0-9_.\-]*"
      r"|auth[_-]?token|api[_-]?key|access[_-]?token)"
      r"|\b(?:password|passwd|secret|apikey|authtoken|token|credentials?))"
      r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)[^\s\"'\\&;,]{4,}"),
+    # Names with no separator before the secret word: run together as environment names
+    # (PGPASSWORD, GITHUBTOKEN), or camelCase/PascalCase as SDK configs and the AWS CLI print them
+    # ("SessionToken", refreshToken, privateKey, apiKey, accessKeyId). A bare "Key" suffix is not
+    # enough (Alertmanager's "groupKey" is no secret): only the key names detect-secrets and the
+    # SDKs use. The camelCase suffixes are case-sensitive after a lower-case letter or digit, and
+    # every name must end there: "inputTokens" and "apiKeySource" (the CLI's own fields) do not match.
+    (("oken", "OKEN", "assw", "ASSW", "assphrase", "ASSPHRASE", "key", "Key", "KEY", "Pwd", "Pass", "Dsn", "Cookie"),
+     r"(?P<keep>(?:(?i:\b[a-z0-9]*(?:token|password|passwd|passphrase|(?:api|auth|service|account|db|database"
+     r"|priv|private|client|secret|access|signing|encryption|master|license|integration|shared|hmac|storage)key"
+     r"|accesskeyid))"
+     r"|\b[A-Za-z0-9]*[a-z0-9](?:Pwd|Pass|Dsn|Cookie))"
+     r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)[^\s\"'\\&;,]{4,}"),
+    # docker's config.json and DOCKER_AUTH_CONFIG: {"auths": {"registry": {"auth": "<base64 user:password>"}}}
+    (("auth",), r"(?P<keep>\\?[\"']auth\\?[\"']\s*:\s*\\?[\"'])[^\s\"'\\]{4,}"),
 ]
 # A word boundary that also holds right after a JSON escape: in a raw stream line a token at the
 # start of a line of tool output follows the two characters "\n", and \b between "n" and "g" of
@@ -115,7 +146,7 @@ class Redactor:
     @classmethod
     def from_environment(cls, extra: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> Redactor:
         env = os.environ if environ is None else environ
-        found = [v for k, v in env.items() if _SECRET_NAME.search(k) and k not in _NOT_SECRET_NAMES]
+        found = [v for k, v in env.items() if secret_name(k)]
         return cls([*found, *extra])
 
     def __call__(self, text: str) -> str:
@@ -149,6 +180,25 @@ class Redactor:
         if isinstance(value, dict):
             return {self(k) if isinstance(k, str) else k: self.deep(v) for k, v in value.items()}
         return value
+
+
+def secret_name(name: str) -> bool:
+    """True when a variable, key or header named ``name`` is expected to hold a secret (the names
+    whose environment values are masked exactly; also what a problem report must not quote)."""
+    return bool(_SECRET_NAME.search(name)) and name.upper() not in _NOT_SECRET_NAMES
+
+
+def redact_then_cut(text: str, limit: int, redact: Callable[[str], str], *,
+                    keep: Literal["head", "tail"] = "head", mark: str = "") -> str:
+    """``text`` redacted, then cut to at most ``limit`` characters (its start, or with ``keep="tail"``
+    its end), ``mark`` (e.g. "…") standing for what was cut off. Never the other way round: a
+    token cut first loses the shape that identifies it (``ghp_`` + 36 characters, a ``Bearer``
+    before it) and its remaining characters would pass unmasked."""
+    text = redact(text)
+    if len(text) <= limit:
+        return text
+    room = max(limit - len(mark), 0)
+    return text[:room] + mark if keep == "head" else mark + text[len(text) - room:]
 
 
 def _re2_safe(pattern: str) -> str:

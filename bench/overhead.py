@@ -113,12 +113,13 @@ async def main(n: int, chain: bool) -> int:
         try:
             cfg = settings.tier(1)
             prompt = cfg.prompt_file.read_text(encoding="utf-8")
-            argv = runner.build_argv(str(cli), prompt=prompt, model=cfg.model, wire_schema=validator.wire_schema(),
-                                     system_prompt="You are TierOps tier 1 (observe).",
-                                     allowed_tools=cfg.allowed_tools, disallowed_tools=cfg.disallowed_tools,
-                                     max_turns=cfg.max_turns)
             floor_cwd = tmp_path / "floor"
             floor_cwd.mkdir()
+            (floor_cwd / "system-prompt.md").write_text("You are TierOps tier 1 (observe).", encoding="utf-8")
+            argv = runner.build_argv(str(cli), model=cfg.model, wire_schema=validator.wire_schema(),
+                                     system_prompt_file=str(floor_cwd / "system-prompt.md"),
+                                     allowed_tools=cfg.allowed_tools, disallowed_tools=cfg.disallowed_tools,
+                                     max_turns=cfg.max_turns)
             env = runner.child_env(tmp_path / "state" / "home", [])
 
             async def supervised() -> float:

@@ -312,7 +312,8 @@ def build(path: Path, *, sessions: int, rows: int, big: int, big_rows: int, seed
                      + "\n".join(f"- {rnd.choice(SERVICES)}: {_words(rnd, 5, 15)}" for _ in range(12)))
         prompt = prompts[tier] + (f"\n\n## Operator request for this run\n{_words(rnd, 5, 30)}"
                                   if rnd.random() < 0.1 else "")
-        argv = build_argv("claude", prompt=prompt, model=model, wire_schema=wire, system_prompt=sysprompt,
+        argv = build_argv("claude", model=model, wire_schema=wire,
+                          system_prompt_file=f"/var/lib/tierops/state/sessions/{pk}/.tierops-system-prompt.md",
                           allowed_tools=["Bash(systemctl status:*)", "Bash(journalctl:*)", "Read"],
                           disallowed_tools=["Write", "Edit"], max_turns=30)
         iso = started.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -76,6 +76,28 @@ CORPUS: list[tuple[str, str, str]] = [
     ("url json-escaped slashes", "URL_ESCAPED", "slashPw2024"),  # https:\/\/u:slashPw2024@h
     ("credentials assignment", "app_credentials: credsValue0042", "credsValue0042"),
     ("pwd suffix", "MYSQL_ROOT_PWD=rootPwdValue11", "rootPwdValue11"),
+    # camelCase and PascalCase keys, as SDKs and `aws sts get-session-token` print them
+    ("aws sts session token", '{"Credentials": {"AccessKeyId": "ASIAQ3EGRTZ7EXAMPLEB", "SessionToken": '
+     '"FwoGZXIvYXdzEBYaDStsSessTok0123", "Expiration": "2026-11-26T20:00:00Z"}}', "FwoGZXIvYXdzEBYaDStsSessTok0123"),
+    ("camel refreshToken", '{"refreshToken": "rfrshTokVal4821"}', "rfrshTokVal4821"),
+    ("camel privateKey", '{"privateKey": "prvKeyCamelVal77"}', "prvKeyCamelVal77"),
+    ("camel clientSecret", 'clientSecret: clntScrtCamel55', "clntScrtCamel55"),
+    ("camel apiKey", '{"apiKey":"apiKeyCamelVal31"}', "apiKeyCamelVal31"),
+    ("camel accessKeyId", '{"accessKeyId": "minioAccessId9081"}', "minioAccessId9081"),
+    ("camel secretAccessKey", '{"secretAccessKey": "minioSecretKey4417"}', "minioSecretKey4417"),
+    # credentials named as the tools reading them name them, without a _PASSWORD/_TOKEN suffix
+    ("libpq PGPASSWORD", "PGPASSWORD=pgEnvPassw0rd42", "pgEnvPassw0rd42"),
+    ("mysql MYSQL_PWD yaml", "  MYSQL_PWD: mysqlEnvPwd8812", "mysqlEnvPwd8812"),
+    ("redis-cli REDISCLI_AUTH", "export REDISCLI_AUTH=redisCliAuth5531", "redisCliAuth5531"),
+    ("vault VAULT_TOKEN json", '{"VAULT_TOKEN": "hvs.vaultJsonTok771"}', "hvs.vaultJsonTok771"),
+    ("docker DOCKER_AUTH_CONFIG", """DOCKER_AUTH_CONFIG='{"auths":{"r.io":{"auth":"ZG9ja2VyOmF1dGhDZmc5"}}}'""",
+     "ZG9ja2VyOmF1dGhDZmc5"),
+    ("npm NPM_TOKEN yaml", "NPM_TOKEN: npmEnvTokValue314", "npmEnvTokValue314"),
+    ("rabbitmq _PASS", "RABBITMQ_DEFAULT_PASS=rabbitDefPass66", "rabbitDefPass66"),
+    ("borg passphrase", "BORG_PASSPHRASE: borgPassphr4se", "borgPassphr4se"),
+    ("sentry dsn", "SENTRY_DSN=https://sentryDsnKey0091@o1.ingest.sentry.io/5", "sentryDsnKey0091"),
+    ("erlang cookie", "RABBITMQ_ERLANG_COOKIE=erlCookieVal2468", "erlCookieVal2468"),
+    ("ldap _PW", "LDAP_BIND_PW=ldapBindPw1357", "ldapBindPw1357"),
 ]
 
 ENV_SECRET_NAME = "TIEROPS_TEST_SERVICE_TOKEN"

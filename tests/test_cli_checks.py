@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.fakes.claude_control import REPO
+from tests.probe.test_yamltext import laughs
 
 GOOD = """\
 interval: 5m
@@ -30,11 +33,12 @@ checks:
 """
 
 
-def tierops(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def tierops(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+            preexec_fn: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "TIEROPS_CHECKS"}
     full = {**base, "PYTHONPATH": str(REPO), "TIEROPS_HOME": str(tmp_path / "home"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=full,
-                          cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+                          cwd=tmp_path, timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -59,7 +63,7 @@ def test_validate_reports_every_problem_at_its_line(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == [
         f"{bad}:4: checks[0].tmeout: unknown key 'tmeout' (allowed: name, service, description, http, tcp, dns, "
-        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify)",
+        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
         f"{bad}:5: checks[1].name: duplicate check name 'api' (first at line 2)",
         f"{bad}:5: checks[1].tcp: 'db:99999': the port must be a number from 1 to 65535",
     ]
@@ -104,3 +108,30 @@ def test_probe_is_hidden_from_help(tmp_path):
     assert out.returncode == 0 and "checks" in commands and "probe" not in commands
     asked = tierops(tmp_path, "probe", "--help")
     assert asked.returncode == 0 and asked.stdout.startswith("Usage: tierops probe --checks FILE")
+
+
+def _at_most_1_gib() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_validate_refuses_nested_aliases_within_bounded_memory(tmp_path):
+    # A few hundred bytes standing for 10^8 nodes: run with 1 GiB of address space, so that a
+    # loader that expands them fails here (MemoryError, or the timeout) instead of eating the host.
+    bomb = write(tmp_path, "bomb.yaml", "checks:\n  - {name: a, tcp: 'db:1'}\nlaughs:\n" + laughs(indent="  "))
+    out = tierops(tmp_path, "checks", "validate", str(bomb), timeout=60, preexec_fn=_at_most_1_gib)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.splitlines() == [f"{bomb}:5: found the alias *l0: YAML anchors and aliases are not accepted "
+                                       "here (each would be expanded everywhere it is used); write the value out"]
+
+
+def test_serve_refuses_a_broken_checks_file_without_quoting_its_secrets(tmp_path):
+    """`serve` prints every problem before it refuses to start: a Bearer header value and a
+    password mapping are named, never shown."""
+    from tests.probe.test_inventory import FILE_SECRETS, SECRETS_FILE
+
+    bad = write(tmp_path, "checks.yaml", SECRETS_FILE)
+    out = tierops(tmp_path, "serve", "--checks", str(bad), "--port", "1", env={"TIEROPS_SCHEDULE": "false"})
+    assert out.returncode == 2 and "has 9 problem(s)" in out.stderr, out.stderr
+    assert "checks[0].headers: expected a mapping, got a string (not shown" in out.stderr
+    for secret in FILE_SECRETS:
+        assert secret not in out.stderr + out.stdout, secret

@@ -54,7 +54,8 @@ async def test_prune_json_report(tmp_path):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert set(report) == {"dry_run", "keep_days", "cutoff", "sessions", "chains", "session_ids", "deleted", "kept",
-                           "folders", "skipped", "space", "seconds"}
+                           "folders", "transcripts", "skipped", "space", "seconds"}
+    assert report["transcripts"] == {"removed": 0, "bytes": 0, "errors": []}  # the claude CLI left nothing
     assert report["dry_run"] is False and report["keep_days"] == 30 and report["cutoff"].endswith("Z")
     assert report["sessions"] == 3 and report["chains"] == 1
     assert sorted(report["session_ids"]) == sorted(made["chain"] + made["old"])

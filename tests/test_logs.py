@@ -109,6 +109,38 @@ def test_through_a_logger_extras_are_masked_too(logging_state):
     assert entry["session"] == 4 and entry["model"] == MASK and entry["level"] == "warning"
 
 
+FORGED = "2031-01-01 00:00:00,000 CRITICAL app.supervisor.chain: session 1 escalated to tier 3"
+
+
+def test_a_newline_in_stored_text_cannot_forge_a_text_log_line(logging_state):
+    """An alert's service (any text its sender chose) is logged by name: each record is one line,
+    CR/LF, ESC, BEL, C1 controls and Unicode line separators escaped, in the message and the name."""
+    out = io.StringIO()
+    setup_logging("info", "text", stream=out)
+    service = f"web\n{FORGED}\r\x1b]52;c;ZXZpbA==\x07\x85\u2028tail"
+    logging.getLogger("app.test").warning("alert for %s received", service)
+    logging.getLogger(f"app.evil\n{FORGED}").warning("from a logger named by data")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].endswith("WARNING app.test: alert for web\\n" + FORGED + "\\r\\x1b]52;c;ZXZpbA==\\x07\\x85"
+                             "\\u2028tail received")
+    assert lines[1].split(" ", 3)[3].startswith("app.evil\\n2031-01-01")
+    assert not any(c in out.getvalue() for c in "\r\x1b\x07\x85\u2028")
+
+
+def test_a_traceback_stays_below_its_record_indented(logging_state):
+    out = io.StringIO()
+    setup_logging("info", "text", stream=out)
+    try:
+        raise ValueError(f"bad service\n{FORGED}\x1b[2J")
+    except ValueError:
+        logging.getLogger("app.test").exception("cycle %d failed", 3)
+    first, *rest = out.getvalue().splitlines()
+    assert first.endswith("ERROR app.test: cycle 3 failed")
+    assert rest[0] == "  Traceback (most recent call last):" and all(line.startswith("  ") for line in rest)
+    assert rest[-2:] == ["  ValueError: bad service", f"  {FORGED}\\x1b[2J"]  # its own line, never at column 0
+
+
 def test_oneline_flattens_and_cuts():
     assert oneline("a\n  b\tc") == "a b c"
     assert oneline("x" * 500, limit=10) == "x" * 9 + "…"

@@ -122,3 +122,71 @@ def test_the_screen_pattern_finds_every_line_redaction_would_change():
         assert match is not None and len(first) < match.start() <= len(first) + len(line)
     for clean in ("output_tokens: 12", "the api_key field is empty", "a://b c"):
         assert redactor(clean) == clean  # false hits of the screen are allowed; no rewriting of these
+
+
+@pytest.mark.parametrize("name", [
+    "PGPASSWORD", "MYSQL_PWD", "REDISCLI_AUTH", "VAULT_TOKEN", "DOCKER_AUTH_CONFIG", "NPM_TOKEN", "BORG_PASSPHRASE",
+    "RABBITMQ_DEFAULT_PASS", "SENTRY_DSN", "RABBITMQ_ERLANG_COOKIE", "LDAP_BIND_PW"])
+def test_the_values_of_tool_named_credentials_in_the_environment_are_masked_exactly(name):
+    """An environment variable named the way the tool reading it names it carries a secret even
+    without a _PASSWORD/_TOKEN suffix: its value is masked wherever it shows up, in any shape."""
+    r = Redactor.from_environment(environ={name: "no-shape-value-4711"})
+    assert r("dump: no-shape-value-4711 end") == f"dump: {MASK} end"
+
+
+def test_names_that_only_look_secret_keep_their_values():
+    """The working directory and the agent socket are not secrets: masking their values would
+    blank every path in a transcript."""
+    r = Redactor.from_environment(environ={"PWD": "/srv/app/current", "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+                                           "OLDPWD": "/srv/app/previous"})
+    assert r("cd /srv/app/current /tmp/ssh-x/agent.1 /srv/app/previous") == (
+        "cd /srv/app/current /tmp/ssh-x/agent.1 /srv/app/previous")
+
+
+@pytest.mark.parametrize("line", [
+    '{"modelUsage":{"claude-sonnet-5":{"inputTokens":28986,"outputTokens":8,"cacheReadInputTokens":0}}}',
+    '{"apiKeySource":"ANTHROPIC_API_KEY","permissionMode":"default"}',
+    '{"usage":{"input_tokens":19834,"output_tokens":1,"max_tokens":64000,"token_count":12}}',
+    "monkey: banana, passed: 3, bypass: true, tokens=1234",
+    '{"groupKey": "{}:{alertname=\\"HighRequestLatency\\"}", "routingKey": "team-a"}',  # Alertmanager
+])
+def test_camel_case_and_tool_names_leave_ordinary_fields_alone(line):
+    assert Redactor()(line) == line
+
+
+@pytest.mark.parametrize("text,keep", [
+    ('{"SessionToken": "FwoGZXIvYXdzEBYaDStsSessTok0123"}', '{"SessionToken": "'),
+    ("PGPASSWORD=pgEnvPassw0rd42 psql", "PGPASSWORD="),
+    ('{\\"refreshToken\\": \\"rfrshTokVal4821\\"}', '{\\"refreshToken\\": \\"'),  # inside a stream line
+])
+def test_the_name_is_kept_and_only_the_value_is_masked(text, keep):
+    out = Redactor()(text)
+    assert out.startswith(keep + MASK), out
+
+
+def test_redact_then_cut_never_leaves_the_start_of_a_token_at_the_cut():
+    from app.redact import redact_then_cut
+
+    token = "ghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi"
+    text = "x" * 190 + " " + token + " tail"
+    redact = Redactor()
+    assert token[:8] in redact(text[:200])  # cutting first leaves a token too short for its shape: it leaks
+    head = redact_then_cut(text, 200, redact)
+    assert len(head) <= 200 and "ghp_R8s" not in head and head.startswith("x" * 190)
+    tail = redact_then_cut(token + " " + "y" * 190, 200, redact, keep="tail")
+    assert len(tail) <= 200 and "Fg8Hi" not in tail and tail.endswith("y" * 190)
+    assert redact_then_cut("short", 200, redact) == "short"
+
+
+def _corpus():
+    from tests.secrets_corpus import CORPUS, escaped
+
+    return [pytest.param(escaped(shape), secret, id=name) for name, shape, secret in CORPUS]
+
+
+@pytest.mark.parametrize("text,secret", _corpus())
+def test_every_shape_of_the_corpus_loses_its_secret(text, secret):
+    from tests.secrets_corpus import ENV_SECRET_VALUE
+
+    out = Redactor([ENV_SECRET_VALUE])(text)
+    assert secret not in out and MASK in out, out

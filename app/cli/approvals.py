@@ -18,6 +18,7 @@ from typing import TypeVar
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     fail,
     json_option,
@@ -26,6 +27,7 @@ from app.cli.base import (
     main,
     open_store,
     require_database,
+    shown,
     state_options,
 )
 from app.cli.base import run_async as _run
@@ -82,7 +84,7 @@ def format_list(rows: list[ApprovalRow], now: str) -> str:
             late = " (past its time: expires at the next check)" if a["expires_at"] <= now else ""
             when = f"expires {_when(a['expires_at'])}{late}"
         else:
-            by = f" by {a['decided_by']}" if a["decided_by"] else ""
+            by = f" by {shown(a['decided_by'])}" if a["decided_by"] else ""
             child = f" -> session {a['child_session_pk']}" if a["child_session_pk"] is not None else ""
             when = f"{_when(a['decided_at'])}{by}{child}"
         session = str(a["session_pk"]) if a["session_pk"] is not None else "-"
@@ -95,8 +97,8 @@ def format_approval(a: ApprovalRow) -> str:
              f" (chain {a['chain_id'] or '-'})",
              f"  requested {_when(a['created_at'])}, expires {_when(a['expires_at'])}"]
     if a["decided_at"]:
-        lines.append(f"  {a['status']} {_when(a['decided_at'])}" + (f" by {a['decided_by']}" if a["decided_by"] else "")
-                     + (f": {a['note']}" if a["note"] else ""))
+        lines.append(f"  {a['status']} {_when(a['decided_at'])}" + (f" by {shown(a['decided_by'])}" if a["decided_by"] else "")
+                     + (f": {shown(a['note'])}" if a["note"] else ""))
     if a["child_session_pk"] is not None:
         lines.append(f"  started session {a['child_session_pk']}")
     lines.append("handoff:")
@@ -120,9 +122,9 @@ def approvals(ctx: click.Context, home: str | None, db: str | None, as_json: boo
     if as_json:
         emit_json(rows)
     elif not rows:
-        click.echo(f"no {'' if status == 'all' else status + ' '}approvals")
+        echo(f"no {'' if status == 'all' else status + ' '}approvals")
     else:
-        click.echo(format_list(rows, utcnow()))
+        echo(format_list(rows, utcnow()))
 
 
 @approvals.command()
@@ -138,7 +140,7 @@ def show(ctx: click.Context, approval_id: int, home: str | None, db: str | None,
     if as_json:
         emit_json(row)
     else:
-        click.echo(format_approval(row))
+        echo(format_approval(row))
 
 
 @approvals.command()
@@ -168,8 +170,8 @@ def approve(ctx: click.Context, approval_id: int, home: str | None, db: str | No
     if as_json:
         emit_json(chain)
     else:
-        click.echo(f"approval {approval_id} approved by {actor}")
-        click.echo(_render_chain(chain))
+        echo(f"approval {approval_id} approved by {actor}")
+        echo(_render_chain(chain))
     if any(s["status"] == SessionStatus.FAILED for s in chain):
         sys.exit(1)
 
@@ -190,8 +192,8 @@ def reject(ctx: click.Context, approval_id: int, home: str | None, db: str | Non
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"approval {approval_id} (tier {row['tier']} after session {row['session_pk'] or '-'}) "
-                   f"rejected by {actor}")
+        echo(f"approval {approval_id} (tier {row['tier']} after session {row['session_pk'] or '-'}) "
+             f"rejected by {actor}")
 
 
 def _errors_as_lines(fn: Callable[[Database], Awaitable[T]]) -> Callable[[Database], Awaitable[T]]:

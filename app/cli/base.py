@@ -6,6 +6,10 @@ line starting with ``tierops: error:`` and exit 2, never a traceback; nothing al
 touched by a failed command. Unknown ``TIEROPS_*`` names are warned about once per command,
 with the closest known setting (issue #10).
 
+Stored text is printed through :func:`echo` (and :func:`shown` for a field inside a line): a
+terminal control sequence in an alert or a model's text (OSC 52, OSC 8, CSI, BEL) is shown as
+escapes, never obeyed; ``--json`` (:func:`emit_json`) prints the text exactly, JSON-escaped.
+
 The state directory is found the same way from any working directory (``app/paths.py``); a
 command that only reads the database refuses to create an empty one (issue #10: a ``tierops``
 run from another folder used to make a fresh ``./state/tierops.db`` and report "no sessions").
@@ -44,12 +48,12 @@ class CommandError(InputError):
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"tierops: error: {' '.join(message.splitlines())}", err=True)
+    echo(f"tierops: error: {shown(' '.join(message.splitlines()))}", err=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
 def warn(message: str) -> None:
-    click.echo(f"tierops: warning: {' '.join(message.splitlines())}", err=True)
+    echo(f"tierops: warning: {shown(' '.join(message.splitlines()))}", err=True)
 
 
 def settings_problems(exc: ValidationError) -> str:
@@ -176,8 +180,37 @@ async def open_store(settings: Settings) -> Database:
     return await Database.open(settings.db_path)
 
 
+# Stored text (alerts, a model's findings, a sender's links) reaches an operator's terminal only
+# through these: a C0 or C1 control or DEL would be obeyed, not shown (OSC 52 writes the clipboard,
+# OSC 8 disguises a link, CSI moves the cursor or clears the screen, BEL rings, CR overwrites the
+# line). Each is written as a visible escape instead (``\\x1b``, ``\\r``).
+_TERMINAL_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_TERMINAL_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"})
+_LAYOUT_ESCAPES = {c: e for c, e in _TERMINAL_ESCAPES.items() if c not in (0x0A, 0x09)}
+_JSON_RAW_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)}
+
+
+def shown(value: object) -> str:
+    """Stored text inside a line of output: every control character escaped, newline and tab too,
+    so it can neither drive the terminal nor start a line of its own."""
+    return str(value).translate(_TERMINAL_ESCAPES)
+
+
+def terminal_text(text: str) -> str:
+    """Output about to be printed: controls escaped except newline and tab, which the layout itself
+    uses (fields printed inline go through :func:`shown` first)."""
+    return text.translate(_LAYOUT_ESCAPES)
+
+
+def echo(text: str = "", *, err: bool = False) -> None:
+    """The one way a command prints text that holds stored data (:func:`terminal_text`)."""
+    click.echo(terminal_text(text), err=err)
+
+
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    """``--json``: JSON escapes C0 controls itself; DEL, C1 controls and U+2028/2029, which it may
+    leave raw, are written as ``\\u`` escapes too (the same strings, valid JSON)."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str).translate(_JSON_RAW_CONTROLS))
 
 
 def load_validator(path: str | Path) -> OutputValidator:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from app.cli.base import CommandError, emit_json, fail, json_option, main, try_settings
+from app.cli.base import CommandError, echo, emit_json, fail, json_option, main, try_settings
 from app.probe import executor
 from app.probe.inventory import Inventory, InventoryError, load_inventory
 from app.probe.targets import format_duration
@@ -28,9 +28,9 @@ def probe(args: tuple[str, ...]) -> None:
     """Tier 0: run the checks of --checks FILE (or $TIEROPS_CHECKS) and print stream-json like the
     claude CLI; every claude flag is accepted and ignored."""
     if list(args) in (["--help"], ["-h"]):  # an operator asking, not a claude command line
-        click.echo("Usage: tierops probe --checks FILE [claude flags...]\n\n"
-                   "Tier 0: run the checks of FILE (or $TIEROPS_CHECKS) and print them as the claude CLI's "
-                   "stream-json. Try `tierops checks validate FILE` and `tierops checks list FILE`.")
+        echo("Usage: tierops probe --checks FILE [claude flags...]\n\n"
+             "Tier 0: run the checks of FILE (or $TIEROPS_CHECKS) and print them as the claude CLI's "
+             "stream-json. Try `tierops checks validate FILE` and `tierops checks list FILE`.")
         return
     sys.exit(executor.main(list(args)))
 
@@ -57,7 +57,7 @@ def _load(path: Path) -> Inventory:
     try:
         return load_inventory(path)
     except InventoryError as exc:
-        click.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         sys.exit(2)
 
 
@@ -73,7 +73,7 @@ def validate(file: str | None, as_json: bool) -> None:
         if as_json:
             emit_json({"ok": False, "file": str(path),
                        "problems": [{"line": p.line, "message": p.message} for p in exc.problems]})
-        click.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         sys.exit(2)
     interval = format_duration(inv.interval_s) if inv.interval_s is not None else None
     if as_json:
@@ -81,9 +81,9 @@ def validate(file: str | None, as_json: bool) -> None:
                    "interval_s": inv.interval_s, "problems": []})
         return
     windows = f", {len(inv.maintenance)} maintenance window(s)" if inv.maintenance else ""
-    click.echo(f"{path}: {len(inv.checks)} checks, {len(inv.hosts)} hosts, "
-               + (f"interval {interval}" if interval else "no interval (the supervisor's schedule applies)")
-               + windows)
+    echo(f"{path}: {len(inv.checks)} checks, {len(inv.hosts)} hosts, "
+         + (f"interval {interval}" if interval else "no interval (the supervisor's schedule applies)")
+         + windows)
 
 
 @checks.command("list")
@@ -102,7 +102,7 @@ def list_(file: str | None, as_json: bool) -> None:
               for c in inv.checks]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _clip(text: str, limit: int) -> str:

@@ -15,12 +15,14 @@ import logging
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     json_option,
     load_settings,
     main,
     open_store,
     require_database,
+    shown,
     state_options,
 )
 from app.cli.base import run_async as _run
@@ -60,26 +62,26 @@ def cooldowns(home: str | None, db: str | None, as_json: bool, limit: int) -> No
         emit_json(report)
         return
     limits = ", ".join(f"{lim['kind']} {lim['count']}/{lim['window']}" for lim in report["limits"])
-    click.echo(f"limits per service: {limits or 'none (TIEROPS_COOLDOWNS is empty)'}")
+    echo(f"limits per service: {limits or 'none (TIEROPS_COOLDOWNS is empty)'}")
     if not report["active"]:
-        click.echo("no action is in cooldown")
+        echo("no action is in cooldown")
     for w in report["active"]:
         nxt = f"next allowed at {w['next_allowed_at']}" if w["next_allowed_at"] else f"{w['remaining']} more allowed"
-        click.echo(f"  {w['kind']:<10} {cooldown_engine.service_name(w['service']):<24} "
-                   f"{w['used']} of {w['limit']} in {w['window']} used, {nxt}")
+        echo(f"  {shown(w['kind']):<10} {shown(cooldown_engine.service_name(w['service'])):<24} "
+             f"{w['used']} of {w['limit']} in {w['window']} used, {nxt}")
     if report["recent"]:
-        click.echo("recent actions:")
+        echo("recent actions:")
     for a in report["recent"]:
-        note = f" — {a['note']}" if a["note"] else ""
-        click.echo(f"  {a['created_at']}  session {a['session_pk']}  {a['action']} "
-                   f"{cooldown_engine.service_name(a['service'] or None)}: {a['outcome']}{note}")
+        note = f" — {shown(a['note'])}" if a["note"] else ""
+        echo(f"  {a['created_at']}  session {a['session_pk']}  {shown(a['action'])} "
+             f"{shown(cooldown_engine.service_name(a['service'] or None))}: {a['outcome']}{note}")
     if report["proposals"]:
-        click.echo("proposed actions (not taken, never counted; the limits now):")
+        echo("proposed actions (not taken, never counted; the limits now):")
     for p in report["proposals"]:
         incident = f"  incident {p['incident_id']}" if p["incident_id"] is not None else ""
         dry = " (dry run)" if p["dry_run"] else ""
         detail = f" — {one_line(p['detail'], DETAIL_MAX)}" if p["detail"] else ""
-        click.echo(f"  {p['created_at']}  session {p['session_pk']}{dry}{incident}  {one_line(p['kind'], NAME_MAX)} "
-                   f"{one_line(cooldown_engine.service_name(p['service']), NAME_MAX)}: proposed, "
-                   f"{cooldown_engine.judgement(p)}{detail}")
+        echo(f"  {p['created_at']}  session {p['session_pk']}{dry}{incident}  {one_line(p['kind'], NAME_MAX)} "
+             f"{one_line(cooldown_engine.service_name(p['service']), NAME_MAX)}: proposed, "
+             f"{cooldown_engine.judgement(p)}{detail}")
 

@@ -24,6 +24,7 @@ import sys
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     fail,
     json_option,
@@ -31,6 +32,7 @@ from app.cli.base import (
     load_validator,
     main,
     open_store,
+    shown,
     state_options,
 )
 from app.cli.base import run_async as _run
@@ -69,7 +71,7 @@ def _supervisor_parts(home: str | None, db: str | None, checks: str | None = Non
         try:
             load_inventory(settings.checks)
         except InventoryError as exc:
-            click.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             fail(f"the checks file {settings.checks} has {len(exc.problems)} problem(s); "
                  "fix them (`tierops checks validate`) or unset TIEROPS_CHECKS")
     try:  # and a TIEROPS_MAINTENANCE that cannot be read: windows nobody could rely on
@@ -95,16 +97,16 @@ def _render_chain(chain: list[ChainLink]) -> str:
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
         flags = " degraded" if s["degraded"] else ""
         flags += " DRY RUN" if s["dry_run"] else ""  # issue #13
-        lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{s['session_id'] or '-'}]: {s['status']}{flags}, "
+        lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{shown(s['session_id'] or '-')}]: {s['status']}{flags}, "
                      f"source {s['source']}, attempts {s['attempts']}, {cost}")
         if s["status_reason"]:
-            lines.append(f"  reason: {s['status_reason']}")
+            lines.append(f"  reason: {shown(s['status_reason'])}")
         if s["escalated_to"]:
-            lines.append(f"  escalated to session {s['escalated_to']}: {s['escalation_reason'] or ''}")
+            lines.append(f"  escalated to session {s['escalated_to']}: {shown(s['escalation_reason'] or '')}")
         if s["attention"]:
-            lines.append(f"  NEEDS HUMAN ATTENTION: {s['attention']}")
+            lines.append(f"  NEEDS HUMAN ATTENTION: {shown(s['attention'])}")
         if s["escalation_gate"]:
-            lines.append(f"  {s['escalation_gate']}")
+            lines.append(f"  {shown(s['escalation_gate'])}")
     total = sum(s["cost_usd"] or 0 for s in chain)
     lines.append(f"chain: {len(chain)} session(s), ${total:.4f}")
     return "\n".join(lines)
@@ -169,7 +171,7 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int | None, check
     if as_json:
         emit_json(chain)
     else:
-        click.echo(_render_chain(chain))
+        echo(_render_chain(chain))
     if any(s["status"] == SessionStatus.FAILED for s in chain):
         sys.exit(1)
     if any(s["status"] == SessionStatus.INTERRUPTED for s in chain):
@@ -192,14 +194,14 @@ def supervise(home: str | None, db: str | None, checks: str | None, once: bool) 
             sup = Supervisor(store, settings, validator)
             recovered = await sup.recover_interrupted()
             if recovered:
-                click.echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
+                echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
             await sup.start()  # issue #13: the notification sender, stopped by shutdown()
             try:
                 await sup.run_forever(cycles=1 if once else None)
             finally:
                 await sup.shutdown()
             if sup.last_chain:
-                click.echo(_render_chain(sup.last_chain))
+                echo(_render_chain(sup.last_chain))
 
     _run(go, stoppable=True)
 

@@ -31,7 +31,16 @@ from urllib.parse import urlsplit
 
 import click
 
-from app.cli.base import CommandError, emit_json, json_option, main, state_options, try_settings, warn
+from app.cli.base import (
+    CommandError,
+    echo,
+    emit_json,
+    json_option,
+    main,
+    state_options,
+    try_settings,
+    warn,
+)
 from app.config import ENV_FILE, Settings, unknown_settings
 from app.engine.maintenance import MaintenanceConfigError, setting_windows
 from app.errors import ConfigError, TierOpsError
@@ -479,7 +488,7 @@ def doctor(home: str | None, db: str | None, as_json: bool, checks_file: str | N
     else:
         width = max(len(c.name) for c in checks)
         for c in checks:
-            click.echo(f"{c.status:<4}  {c.name:<{width}}  {' '.join(c.detail.splitlines())}")
+            echo(f"{c.status:<4}  {c.name:<{width}}  {' '.join(c.detail.splitlines())}")
     failed = [c.name for c in checks if c.status == "fail"]
     if failed and not as_json:
         warn(f"{len(failed)} check(s) failed: {', '.join(failed)}")

@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     json_option,
     load_settings,
     main,
     open_store,
     require_database,
+    shown,
     state_options,
 )
 from app.cli.base import fail as _fail
@@ -100,7 +102,7 @@ def format_list(rows: list[IncidentRow], now: str) -> str:
         extra = "; ".join(x for x in (_flags(i, now), f"resolved after {_duration(i['duration_s'])}"
                                       if i["status"] == IncidentStatus.RESOLVED else "") if x)
         lines.append(f"{i['id']:>5}  {i['severity']:<8}  {i['status']:<12}  {i['occurrences']:>4}  "
-                     f"{i['escalations']:>3}  {_when(i['last_seen_at']):<19}  {(i['service'] or '-'):<12}  {i['key']}"
+                     f"{i['escalations']:>3}  {_when(i['last_seen_at']):<19}  {shown(i['service'] or '-'):<12}  {shown(i['key'])}"
                      + (f"  ({extra})" if extra else ""))
     return "\n".join(lines)
 
@@ -156,21 +158,21 @@ def format_alert_parts(i: IncidentRow, alerts: list[IncidentAlertRow], counts: A
 def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str,
                     proposals: list[ProposalRow] | None = None,
                     alerts: tuple[list[IncidentAlertRow], AlertCounts] | None = None) -> str:
-    lines = [f"incident {i['id']} ({i['key']}): {i['status']}, {i['severity']}"
+    lines = [f"incident {i['id']} ({shown(i['key'])}): {i['status']}, {i['severity']}"
              + (f" [{_flags(i, now)}]" if _flags(i, now) else ""),
-             f"  title: {i['title']}",
-             f"  service: {i['service'] or '-'}, check: {i['check_name'] or '-'}, origin: {i['origin']}",
+             f"  title: {shown(i['title'])}",
+             f"  service: {shown(i['service'] or '-')}, check: {shown(i['check_name'] or '-')}, origin: {i['origin']}",
              f"  opened {_when(i['opened_at'])}, last seen {_when(i['last_seen_at'])}, "
              f"{i['occurrences']} occurrence(s), {i['escalations']} escalation(s)"]
     if i["acknowledged_at"]:
-        lines.append(f"  acknowledged {_when(i['acknowledged_at'])} by {i['acknowledged_by'] or '-'}")
+        lines.append(f"  acknowledged {_when(i['acknowledged_at'])} by {shown(i['acknowledged_by'] or '-')}")
     if i["silenced_until"]:
-        lines.append(f"  silenced until {_when(i['silenced_until'])} by {i['silenced_by'] or '-'}")
+        lines.append(f"  silenced until {_when(i['silenced_until'])} by {shown(i['silenced_by'] or '-')}")
     if i["resolved_at"]:
-        lines.append(f"  resolved {_when(i['resolved_at'])} by {i['resolved_by'] or '-'} "
+        lines.append(f"  resolved {_when(i['resolved_at'])} by {shown(i['resolved_by'] or '-')} "
                      f"after {_duration(i['duration_s'])}")
     if i["note"]:
-        lines.append(f"  note: {i['note']}")
+        lines.append(f"  note: {shown(i['note'])}")
     if i["evidence"]:
         lines.append("  evidence: " + "\n            ".join(i["evidence"].splitlines() or [""]))
     if alerts is not None and i["origin"] == "alert":
@@ -184,9 +186,9 @@ def format_incident(i: IncidentRow, timeline: list[TimelineRow], now: str,
         check = ""
         if t["check_name"]:
             latency = f" {t['latency_ms']:.0f} ms" if t["latency_ms"] is not None else ""
-            check = f"  {t['check_name']} {t['check_status']}{latency}"
-        who = f"  by {t['actor']}" if t["actor"] else ""
-        detail = f": {' '.join((t['detail'] or '').splitlines())}" if t["detail"] else ""
+            check = f"  {shown(t['check_name'])} {t['check_status']}{latency}"
+        who = f"  by {shown(t['actor'])}" if t["actor"] else ""
+        detail = f": {shown(' '.join((t['detail'] or '').splitlines()))}" if t["detail"] else ""
         lines.append(f"  {_when(t['at'])}  {t['kind']:<12}  {where}{check}{who}{detail}")
     return "\n".join(lines)
 
@@ -209,9 +211,9 @@ def incidents(ctx: click.Context, home: str | None, db: str | None, as_json: boo
     if as_json:
         emit_json(rows)
     elif not rows:
-        click.echo(f"no {'' if status == 'all' else status + ' '}incidents" + (f" for {service}" if service else ""))
+        echo(f"no {'' if status == 'all' else status + ' '}incidents" + (f" for {service}" if service else ""))
     else:
-        click.echo(format_list(rows, utcnow()))
+        echo(format_list(rows, utcnow()))
 
 
 @incidents.command()
@@ -237,7 +239,7 @@ def show(ctx: click.Context, incident_id: int, home: str | None, db: str | None,
     if as_json:
         emit_json({**row, "timeline": timeline, "proposals": proposals, "alerts": alerts, "alert_counts": counts})
     else:
-        click.echo(format_incident(row, timeline, utcnow(), proposals, (alerts, counts)))
+        echo(format_incident(row, timeline, utcnow(), proposals, (alerts, counts)))
 
 
 Action = Callable[[Database, str, str | None], Awaitable[IncidentRow]]  # (store, actor, note)
@@ -264,7 +266,7 @@ def _act(ctx: click.Context, incident_id: int, note: str | None, as_json: bool, 
         emit_json(result)
     else:
         extra = f" until {_when(result['silenced_until'])} UTC" if done == "silenced" else ""
-        click.echo(f"incident {incident_id} ({result['key']}) {done} by {actor}{extra}")
+        echo(f"incident {incident_id} ({shown(result['key'])}) {done} by {actor}{extra}")
 
 
 def _action_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,6 +19,7 @@ from typing import TypeVar
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     fail,
     json_option,
@@ -27,6 +28,7 @@ from app.cli.base import (
     open_store,
     require_database,
     run_async,
+    shown,
     state_options,
 )
 from app.cli.incidents import _cli_actor
@@ -65,8 +67,8 @@ def _when(value: str | None) -> str:
 
 
 def _matchers(services: list[str] | None, checks: list[str] | None) -> str:
-    return (f"services {', '.join(services)}" if services else "every service") + "; " + (
-        f"checks {', '.join(checks)}" if checks else "every check")
+    return (f"services {', '.join(map(shown, services))}" if services else "every service") + "; " + (
+        f"checks {', '.join(map(shown, checks))}" if checks else "every check")
 
 
 def format_windows(report: MaintenanceReport) -> str:
@@ -81,18 +83,19 @@ def format_windows(report: MaintenanceReport) -> str:
             state = {"scheduled": "next", "never": "never"}.get(w["state"], w["state"])
             ident = str(w["id"]) if w["id"] is not None else "-"
             lines.append(f"{state:<9}  {ident:>4}  {_when(w['starts_at']):<16}  {_when(w['ends_at']):<16}  "
-                         f"{w['source']:<11}  {w['name']}")
+                         f"{w['source']:<11}  {shown(w['name'])}")
             detail = [_matchers(w["services"], w["checks"])]
-            detail.append(w["schedule"] or f"{span(w['duration_s'])}, added by {w['created_by'] or '-'}")
+            detail.append(shown(w["schedule"]) if w["schedule"] else
+                          f"{span(w['duration_s'])}, added by {shown(w['created_by'] or '-')}")
             if w["reason"] and w["source"] != engine.SOURCE_AD_HOC:
-                detail.append(w["reason"])
+                detail.append(shown(w["reason"]))
             lines.append(f"{'':<9}  {'':>4}  " + "; ".join(detail))
-    lines += [f"problem: {p}" for p in report["problems"]]
+    lines += [f"problem: {shown(p)}" for p in report["problems"]]
     return "\n".join(lines)
 
 
 def _describe(row: MaintenanceRow) -> str:
-    reason = f" ({row['reason']})" if row["reason"] else ""
+    reason = f" ({shown(row['reason'])})" if row["reason"] else ""
     return (f"maintenance window #{row['id']}{reason}: {_when(row['starts_at'])} to {_when(row['ends_at'])} UTC, "
             f"{_matchers(row['services'], row['checks'])}")
 
@@ -118,7 +121,7 @@ def _list(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(report)
     else:
-        click.echo(format_windows(report))
+        echo(format_windows(report))
 
 
 @maintenance.command("list")
@@ -171,7 +174,7 @@ def add(ctx: click.Context, home: str | None, db: str | None, as_json: bool, dur
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"added {_describe(row)}, by {row['created_by']}")
+        echo(f"added {_describe(row)}, by {shown(row['created_by'])}")
 
 
 @maintenance.command()
@@ -198,4 +201,4 @@ def end(ctx: click.Context, window_id: int, home: str | None, db: str | None, as
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"ended {_describe(row)}, by {row['cancelled_by']}")
+        echo(f"ended {_describe(row)}, by {shown(row['cancelled_by'])}")

@@ -21,12 +21,14 @@ import sys
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     json_option,
     load_settings,
     main,
     open_store,
     require_database,
+    shown,
     state_options,
 )
 from app.cli.base import run_async as _run
@@ -52,10 +54,10 @@ def notify_test(route: str | None) -> None:
     settings = load_settings()
     results = _run(lambda: send_test(settings, route))
     for result in results:
-        click.echo(f"{result.shown}: {'ok' if result.error is None else 'failed: ' + result.error}")
+        echo(f"{result.shown}: {'ok' if result.error is None else 'failed: ' + result.error}")
     failed = sum(1 for r in results if r.error is not None)
     if failed:
-        click.echo(f"tierops: {failed} of {len(results)} notification URL(s) failed", err=True)
+        echo(f"tierops: {failed} of {len(results)} notification URL(s) failed", err=True)
         sys.exit(EXIT_FAILED)
 
 
@@ -85,15 +87,17 @@ def notify_preview(ctx: click.Context, last: int, as_json: bool, home: str | Non
              "recorded": [{"kind": r["kind"], "title": r["title"], "status": r["status"], "routes": r["routes"],
                            "why": r["why"]} for r in p.recorded]} for p in previews]})
         return
-    click.echo("routes: " + "; ".join(f"{r['name']} ({r['match']}) → {', '.join(map(str, r['urls'])) or 'no URL'}"
-                                      for r in routes))
+    echo("routes: " + "; ".join(f"{shown(r['name'])} ({shown(r['match'])}) → "
+                                f"{', '.join(map(shown, r['urls'])) or 'no URL'}" for r in routes))
     if not previews:
-        click.echo("no incidents yet: nothing to preview")
+        echo("no incidents yet: nothing to preview")
     for p in previews:
         inc = p.incident
-        click.echo(f"\nincident #{inc['id']} {inc['key']} ({inc['service'] or '-'}, {inc['severity']}, {inc['status']})")
+        echo(f"\nincident #{inc['id']} {shown(inc['key'])} ({shown(inc['service'] or '-')}, {inc['severity']}, "
+             f"{inc['status']})")
         for m in p.lines:
-            where = (f"→ {', '.join(m.routes)}: {', '.join(m.urls)}" if m.sent else f"✕ not sent: {m.why}")
-            click.echo(f"  {m.kind:<20} {m.title}\n  {'':<20} {where}{' (follows the opening)' if m.follows else ''}")
+            where = (f"→ {', '.join(map(shown, m.routes))}: {', '.join(map(shown, m.urls))}" if m.sent
+                     else f"✕ not sent: {shown(m.why)}")
+            echo(f"  {m.kind:<20} {shown(m.title)}\n  {'':<20} {where}{' (follows the opening)' if m.follows else ''}")
         if p.recorded:
-            click.echo("  recorded: " + "; ".join(f"{r['kind']} {r['status']}" for r in p.recorded))
+            echo("  recorded: " + "; ".join(f"{r['kind']} {r['status']}" for r in p.recorded))

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     json_option,
     load_settings,
@@ -72,7 +73,7 @@ def prune(home: str | None, db: str | None, keep_days: int | None, dry_run: bool
         emit_json(report)
     else:
         for line in describe(report):
-            click.echo(line)
+            echo(line)
 
 
 @main.command()
@@ -101,6 +102,6 @@ def backup(file: str, home: str | None, db: str | None, force: bool, as_json: bo
         emit_json({**asdict(result), "path": str(result.path), "source": str(result.source)})
         return
     sessions = f", {result.sessions} sessions" if result.sessions is not None else ""
-    click.echo(f"backed up {result.source} to {result.path}: {human_bytes(result.bytes)} ({result.pages} pages of "
-               f"{result.page_size} bytes){sessions}, integrity {result.integrity}, {result.seconds:.2f} s")
-    click.echo(RESTORE.format(db=result.source))
+    echo(f"backed up {result.source} to {result.path}: {human_bytes(result.bytes)} ({result.pages} pages of "
+         f"{result.page_size} bytes){sessions}, integrity {result.integrity}, {result.seconds:.2f} s")
+    echo(RESTORE.format(db=result.source))

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     json_option,
     load_settings,
@@ -23,6 +24,7 @@ from app.cli.base import (
     main,
     open_store,
     require_database,
+    shown,
     state_options,
 )
 from app.cli.base import fail as _fail
@@ -81,12 +83,12 @@ def ingest(file: str, home: str | None, db: str | None, schema: str | None, tier
     if as_json:
         emit_json(report)
     else:
-        click.echo(format_report(report))
+        echo(format_report(report))
 
 
 def format_report(r: SessionReport) -> str:
     lines = []
-    head = f"session {r['id']} (CLI {r['session_id'] or 'unknown'})"
+    head = f"session {r['id']} (CLI {shown(r['session_id'] or 'unknown')})"
     if r["tier"] is not None:
         head += f" tier {r['tier']}"
     head += f": {r['status']}"
@@ -96,39 +98,39 @@ def format_report(r: SessionReport) -> str:
         head += " — already stored, nothing changed"
     lines.append(head)
     if r["status_reason"]:
-        lines.append(f"  reason: {r['status_reason']}")
+        lines.append(f"  reason: {shown(r['status_reason'])}")
     v = r["validation"]
     vtext = "valid" if v["valid"] else ("n/a" if v["valid"] is None else f"invalid ({len(v['errors'])} errors)")
     lines.append(f"  source: {r['source']}, structured output {vtext}, attempts {r['attempts']}")
-    lines.extend(f"    {err['path']}: {err['message']}" for err in v["errors"][:10])
+    lines.extend(f"    {shown(err['path'])}: {shown(err['message'])}" for err in v["errors"][:10])
     cost = f"${r['cost_usd']:.4f}" if r["cost_usd"] is not None else "n/a"
     lines.append(f"  cost {cost}, turns {r['num_turns'] if r['num_turns'] is not None else 'n/a'}, "
                  f"activity lines {r['activity_count']}")
     if r["summary"]:
-        lines.append(f"  summary: {r['summary']}")
+        lines.append(f"  summary: {shown(r['summary'])}")
     levels = Counter(e["level"] for e in r["events"])
     lines.append(f"  events: {len(r['events'])}" + (f" ({', '.join(f'{k} {n}' for k, n in sorted(levels.items()))})"
                                                       if levels else ""))
     for e in r["events"][:20]:
-        svc = f"[{e['service']}] " if e["service"] else ""
-        orig = f" (level was {e['original_level']!r})" if e["original_level"] else ""
-        lines.append(f"    {e['level']:8} {svc}{e['message']}{orig}")
+        svc = f"[{shown(e['service'])}] " if e["service"] else ""
+        orig = f" (level was {shown(repr(e['original_level']))})" if e["original_level"] else ""
+        lines.append(f"    {e['level']:8} {svc}{shown(e['message'])}{orig}")
     lines.append(f"  memories: {len(r['memories'])}")
     for m in r["memories"][:20]:
-        svc = f"{m['service']}:" if m["service"] else ""
-        lines.append(f"    {svc}{m['category']} = {m['value']} (confidence {m['confidence']:.2f})")
+        svc = f"{shown(m['service'])}:" if m["service"] else ""
+        lines.append(f"    {svc}{shown(m['category'])} = {shown(m['value'])} (confidence {m['confidence']:.2f})")
     if r["services_checked"]:
-        lines.append("  services: " + ", ".join(f"{c['name']} {c['status']}" for c in r["services_checked"]))
+        lines.append("  services: " + ", ".join(f"{shown(c['name'])} {c['status']}" for c in r["services_checked"]))
     esc = r["escalation"]
     if esc is None:
         lines.append("  escalation: no decision")
     elif esc["needed"]:
-        lines.append(f"  escalation: NEEDED — {esc['reason'] or 'no reason given'}")
+        lines.append(f"  escalation: NEEDED — {shown(esc['reason'] or 'no reason given')}")
         if esc["failed_checks"]:
-            lines.append("    failed checks: " + ", ".join(esc["failed_checks"]))
+            lines.append("    failed checks: " + ", ".join(map(shown, esc["failed_checks"])))
     else:
         lines.append("  escalation: not needed")
-    lines.extend(f"  note: {note}" for note in r.get("notes") or [])
+    lines.extend(f"  note: {shown(note)}" for note in r.get("notes") or [])
     return "\n".join(lines)
 
 
@@ -145,10 +147,10 @@ def _list_command(fetch: Callable[[Database], Awaitable[list[Any]]], state: tupl
     if as_json:
         emit_json(rows)
     elif not rows:
-        click.echo(empty)
+        echo(empty)
     else:
         for row in rows:
-            click.echo(render(row))
+            echo(render(row))
 
 
 @main.command()
@@ -164,7 +166,7 @@ def sessions(home: str | None, db: str | None, as_json: bool, status: str | None
         flags = " degraded" if s["degraded"] else ""
         parent = f" parent={s['parent_session_id']}" if s["parent_session_id"] else ""
         return (f"{s['id']:>5}  {s['started_at']}  tier {s['tier'] if s['tier'] is not None else '-'}  {s['status']:<11}{flags}  "
-                f"source={s['source'] or '-'}  {cost}  {s['session_id'] or '-'}{parent}")
+                f"source={s['source'] or '-'}  {cost}  {shown(s['session_id'] or '-')}{parent}")
 
     _list_command(lambda store: session_store.list_sessions(store, status=status, tier=tier, limit=limit),
                   (home, db), as_json, render, "no sessions stored")
@@ -181,10 +183,10 @@ def events(home: str | None, db: str | None, as_json: bool, level: str | None, s
            limit: int) -> None:
     """List routed events, newest first."""
     def render(e: EventRow) -> str:
-        svc = f"[{e['service']}] " if e["service"] else ""
+        svc = f"[{shown(e['service'])}] " if e["service"] else ""
         # an event outlives its session: retention (issue #10) prunes the session, not the event
         owner = f"session {e['session_pk']}" if e["session_pk"] is not None else "session pruned"
-        return f"{e['id']:>5}  {e['created_at']}  {owner}  {e['level']:<8} {svc}{e['message']}"
+        return f"{e['id']:>5}  {e['created_at']}  {owner}  {e['level']:<8} {svc}{shown(e['message'])}"
 
     _list_command(lambda store: findings.list_events(store, level=level, service=service, session=session,
                                                     limit=limit),
@@ -202,9 +204,10 @@ def memories(home: str | None, db: str | None, as_json: bool, service: str | Non
              limit: int) -> None:
     """List what the agent remembers, most recently updated first."""
     def render(m: MemoryRow) -> str:
-        svc = f"{m['service']}:" if m["service"] else ""
+        svc = f"{shown(m['service'])}:" if m["service"] else ""
         state = "" if m["active"] else " (inactive)"
-        return f"{m['id']:>5}  {m['confidence']:.2f}  x{m['times_seen']}  {svc}{m['category']} = {m['value']}{state}"
+        return (f"{m['id']:>5}  {m['confidence']:.2f}  x{m['times_seen']}  {svc}{shown(m['category'])} = "
+                f"{shown(m['value'])}{state}")
 
     _list_command(lambda store: memory_store.list_memories(store, service=service, category=category, active=active,
                                                       limit=limit),

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from app.cli.base import (
+    echo,
     emit_json,
     fail,
     json_option,
@@ -28,6 +29,7 @@ from app.cli.base import (
     open_store,
     require_database,
     run_async,
+    shown,
     state_options,
 )
 from app.engine.contracts import ContractError, check_schema
@@ -77,11 +79,11 @@ def list_(home: str | None, db: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
     elif not rows:
-        click.echo("no schemas stored")
+        echo("no schemas stored")
     for row in [] if as_json else rows:
-        desc = f"  {row['description']}" if row["description"] else ""
-        click.echo(f"{row['name']}  sha256 {row['sha256'][:12]}  used by {row['used_by']} session(s)  "
-                   f"{row['created_at']}{desc}")
+        desc = f"  {shown(row['description'])}" if row["description"] else ""
+        echo(f"{row['name']}  sha256 {row['sha256'][:12]}  used by {row['used_by']} session(s)  "
+             f"{row['created_at']}{desc}")
 
 
 @schemas.command()
@@ -109,7 +111,7 @@ def add(file: str, name: str, description: str | None, home: str | None, db: str
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"stored schema {row['name']} (sha256 {row['sha256']})")
+        echo(f"stored schema {row['name']} (sha256 {row['sha256']})")
 
 
 @schemas.command()
@@ -127,8 +129,8 @@ def show(name: str, home: str | None, db: str | None) -> None:
     row: SchemaRow | None = run_async(go)
     if row is None:
         fail(f"no schema named {name!r}; see `tierops schemas list`")
-    click.echo(f"# {row['name']}: sha256 {row['sha256']}, used by {row['used_by']} session(s)"
-               + (f" — {row['description']}" if row["description"] else ""), err=True)
+    echo(f"# {row['name']}: sha256 {row['sha256']}, used by {row['used_by']} session(s)"
+         + (f" — {shown(row['description'])}" if row["description"] else ""), err=True)
     emit_json(row["body"])
 
 
@@ -146,7 +148,7 @@ def rm(name: str, home: str | None, db: str | None) -> None:
 
     if not run_async(go):
         fail(f"no schema named {name!r}; see `tierops schemas list`")
-    click.echo(f"removed schema {name}")
+    echo(f"removed schema {name}")
 
 
 @schemas.command()
@@ -163,12 +165,12 @@ def check(file: str, as_json: bool) -> None:
             emit_json({"ok": False, "problems": exc.problems or [{"path": "$", "rule": "schema", "message": str(exc)}]})
             sys.exit(2)
         for problem in exc.problems or [{"path": "$", "rule": "schema", "message": str(exc)}]:
-            click.echo(f"{file}: {problem['path']}: {problem['message']} [{problem['rule']}]", err=True)
+            echo(f"{file}: {problem['path']}: {problem['message']} [{problem['rule']}]", err=True)
         sys.exit(2)
     if as_json:
         emit_json({"ok": True, "problems": []})
     else:
-        click.echo(f"{file}: ok")
+        echo(f"{file}: ok")
 
 
 @main.command()
@@ -209,15 +211,15 @@ def revalidate(schema_name: str | None, schema_file: str | None, since: str | No
     if as_json:
         emit_json(report)
         return
-    click.echo(f"checked {report['checked']} stored output(s) against {report['schema']} schema: "
-               f"{report['now_failing']} fail now ({report['newly_failing']} passed when recorded), "
-               f"{report['newly_passing']} failed then and pass now")
+    echo(f"checked {report['checked']} stored output(s) against {report['schema']} schema: "
+         f"{report['now_failing']} fail now ({report['newly_failing']} passed when recorded), "
+         f"{report['newly_passing']} failed then and pass now")
     for s in report["sessions"]:
         first = s["errors"][0] if s["errors"] else None
-        why = f"{first['path']}: {first['message']}" if first else "valid now"
+        why = f"{shown(first['path'])}: {shown(first['message'])}" if first else "valid now"
         more = f" (+{len(s['errors']) - 1} more)" if len(s["errors"]) > 1 else ""
-        click.echo(f"  session {s['id']} ({s['started_at']}): was {_verdict(s['was_valid'])}, now "
-                   f"{_verdict(s['now_valid'])} — {why}{more}")
+        echo(f"  session {s['id']} ({s['started_at']}): was {_verdict(s['was_valid'])}, now "
+             f"{_verdict(s['now_valid'])} — {why}{more}")
 
 
 def _verdict(valid: bool | None) -> str:

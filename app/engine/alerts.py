@@ -1,24 +1,36 @@
-"""Alerts in (issue #13): what Alertmanager, Grafana or a script POSTs, read as :class:`Alert`\\ s.
+"""Alerts in (issue #13): what Alertmanager, Grafana or a script sends, read as :class:`Alert`\\ s.
 
 Why a module of its own: TierOps watched only what its own checks and tiers found; most shops
 already have alerting (Prometheus Alertmanager, Grafana) and want a language model to look when
-a page fires. Three senders speak three shapes, and everything after the request — incidents,
+a page fires. Senders speak four shapes, and everything after the request — incidents,
 investigations, the queue — should see one: :class:`Alert` (fingerprint, firing or resolved,
 severity, service, title, details, labels, source, generator URL). This module is pure: it reads
 a decoded JSON body, or says exactly what is wrong with it (:class:`AlertPayloadError`: every
 problem with its JSON path), and renders the texts the incident and the tier-1 prompt carry.
 
 The shape is told by ``version``: ``"4"`` is an Alertmanager webhook, ``"1"`` Grafana's alerting
-webhook; without ``version`` (and without ``alerts``) it is the generic ``{title, service?,
-severity?, details?, status?, fingerprint?}``. The two senders' payloads are validated strictly
-in what TierOps reads (types, statuses, required fields) but may carry fields it does not know:
-both add fields between releases, and refusing an upgraded Alertmanager would lose its pages.
-The generic shape is TierOps' own and refuses unknown fields.
+webhook; without ``version``, a body with ``ruleName``, ``ruleId`` or ``evalMatches`` is a legacy
+Grafana (<= 10) webhook (one rule, ``state`` alerting/no_data/pending fire, ok/paused resolve),
+and anything else is the generic ``{title, service?, severity?, details?, status?, fingerprint?}``.
+The senders' payloads are validated strictly in what TierOps reads (types, statuses, required
+fields) but may carry fields it does not know: they add fields between releases, and refusing an
+upgraded Alertmanager would lose its pages. The generic shape is TierOps' own and refuses unknown
+fields. **Size is never a reason to refuse**: Alertmanager sends a whole group per webhook with no
+size cap and retries only 5xx, so a 4xx would drop the biggest outage for good. Long texts are cut
+(saying so), an over-long fingerprint is hashed, and beyond ``max_alerts`` alerts per payload
+(``TIEROPS_ALERT_MAX_ALERTS``) the rest is counted (:attr:`Alert.unread`), not validated.
 
-Severity comes from ``labels.severity`` (or the generic ``severity``): critical, error, page and
-high are ``critical``; warning, warn and medium ``warning``; anything else ``info``. The
-fingerprint is the sender's, else the first 16 hex digits of the SHA-256 of the sorted labels
-(generic: of title and service), so the same alert always names the same incident.
+**Every text is redacted before it is cut or used** (``redact``: the database's redactor): labels,
+annotations, the service, the fingerprint and the keys made from them, so a blackbox ``instance``
+URL with a password never reaches a page, the API, a log line or a metric label, and no cut can
+split a secret so that its pattern no longer matches.
+
+Severity (:data:`SEVERITY_TABLE`, :func:`severity_of`) comes from ``labels.severity`` (else
+``labels.priority``; legacy Grafana: its tags; generic: ``severity``), in the common vocabularies
+(PagerDuty, Opsgenie P1-P5, Zabbix, syslog, SEV levels); a missing or unknown word is the
+``default`` (``TIEROPS_ALERT_DEFAULT_SEVERITY``, ``warning``). The fingerprint is the sender's,
+else the first 16 hex digits of the SHA-256 of the sorted labels (generic: of title and service;
+legacy Grafana: of its org and rule id), so the same alert always names the same incident.
 
 Groups: Alertmanager and Grafana send a whole notification group per webhook, named by
 ``groupKey``. An alert of such a payload carries its :class:`AlertGroup` (keyed by a hash of
@@ -36,8 +48,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -48,14 +61,15 @@ from app.stream.parser import clean_text
 
 log = logging.getLogger(__name__)
 
-# Limits, read by the models below and by the OpenAPI document (app/web/openapi.py).
-ALERTS_MAX = 500  # alerts in one webhook payload (Alertmanager groups can be large)
-FINGERPRINT_MAX = 128
+# Limits, read by the models below and by the OpenAPI document (app/web/openapi.py). None refuses a
+# payload: each says where a longer text is cut.
+ALERTS_READ_MAX = 10_000  # alerts read from one payload by default (TIEROPS_ALERT_MAX_ALERTS)
+FINGERPRINT_MAX = 128  # a longer fingerprint becomes the first 16 hex digits of its SHA-256
 FINGERPRINT_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # one line: it becomes the incident key alert:<fingerprint>
-TITLE_MAX = 500  # the generic title; longer summaries are cut to this on the incident
-SERVICE_MAX = 200
-GENERIC_DETAILS_MAX = 20_000  # what a generic body may send
+TITLE_MAX = 500  # characters of a title; longer summaries are cut to this
+SERVICE_MAX = 200  # characters of a service
 DETAILS_MAX = 4000  # characters of details kept on the incident and in the prompt
+EVAL_MATCHES_SHOWN = 20  # legacy Grafana: the series whose values the details list
 LABELS_SHOWN = 50  # label pairs shown in evidence, timeline and prompt
 LABEL_TEXT_MAX = 200  # characters of one label name or value shown
 # What an alert keeps of its labels, annotations and links (an attacker may control every field).
@@ -73,12 +87,28 @@ Grouping = Literal["group", "fingerprint"]
 # The links a sender gives, in the order they are listed: (label, where it comes from).
 LINK_FIELDS = (("runbook", "runbook_url"), ("dashboard", "dashboardURL"), ("panel", "panelURL"),
                ("source", "generatorURL"), ("silence", "silenceURL"))
-SEVERITY_WORDS = ("info", "low", "warning", "warn", "medium", "critical", "error", "high", "page")
+# The severity words senders use (compared case-insensitively, spaces, "-" and "_" alike), and what
+# each means here. PagerDuty: critical, error, warning, info. Opsgenie: P1 (critical), P2 (high),
+# P3 (moderate), P4 (low), P5 (informational). Zabbix: Disaster, High, Average, Warning,
+# Information, Not classified. Syslog: emerg, alert, crit, err, warning, notice, info, debug.
+SEVERITY_TABLE: dict[str, str] = {
+    **dict.fromkeys(("critical", "crit", "fatal", "emergency", "emerg", "alert", "disaster", "page", "high", "major",
+                     "error", "err", "severe"), "critical"),
+    **dict.fromkeys(("warning", "warn", "medium", "minor", "average", "moderate"), "warning"),
+    **dict.fromkeys(("info", "informational", "information", "low", "notice", "debug", "none", "not classified"),
+                    "info"),
+}
+# A number, bare or after P, SEV or SEVERITY (P1, sev-1, SEV 2, 3): 1 is the most severe, as in
+# Opsgenie's priorities and incident SEV levels. Zabbix's numeric severities run the other way
+# (5 = Disaster): Zabbix sends its names ({EVENT.SEVERITY}), which the table above reads.
+SEVERITY_NUMBERS = {0: "critical", 1: "critical", 2: "critical", 3: "warning"}  # 4 and above: info
+_NUMBERED = re.compile(r"(?:(?:p|sev|severity|priority)[ _-]*)?(\d{1,3})")
+SEVERITIES = ("info", "warning", "critical")
+DEFAULT_SEVERITY = "warning"
 
 Status = Literal["firing", "resolved"]
-Source = Literal["alertmanager", "grafana", "generic"]
-_CRITICAL = frozenset({"critical", "error", "page", "high"})
-_WARNING = frozenset({"warning", "warn", "medium"})
+Source = Literal["alertmanager", "grafana", "grafana-legacy", "generic"]
+LEGACY_KEYS = ("ruleName", "ruleId", "evalMatches")  # what tells a legacy Grafana webhook (no version)
 
 
 class AlertPayloadError(ValueError):
@@ -121,6 +151,8 @@ class Alert:
     annotations: dict[str, str] = field(default_factory=dict)  # capped; non-http(s) link fields as text
     links: list[dict[str, str]] = field(default_factory=list)  # [{label, url}], http(s) only
     group: AlertGroup | None = None
+    unread: int = 0  # alerts of the same payload beyond max_alerts, not read
+    read_limit: int | None = None  # max_alerts, when some were not read
 
     @property
     def key(self) -> str:
@@ -153,7 +185,7 @@ class _SenderAlert(BaseModel):
     startsAt: str | None = None
     endsAt: str | None = None
     generatorURL: str | None = None
-    fingerprint: str | None = Field(None, max_length=FINGERPRINT_MAX, pattern=FINGERPRINT_PATTERN)
+    fingerprint: str | None = Field(None, pattern=FINGERPRINT_PATTERN)
 
 
 class GrafanaAlert(_SenderAlert):
@@ -187,14 +219,14 @@ class AlertmanagerPayload(_SenderPayload):
     """Prometheus Alertmanager's webhook (``version: "4"``)."""
 
     version: Literal["4"]
-    alerts: list[_SenderAlert] = Field(min_length=1, max_length=ALERTS_MAX)
+    alerts: list[_SenderAlert] = Field(min_length=1)
 
 
 class GrafanaPayload(_SenderPayload):
     """Grafana alerting's webhook contact point (``version: "1"``)."""
 
     version: Literal["1"]
-    alerts: list[GrafanaAlert] = Field(min_length=1, max_length=ALERTS_MAX)
+    alerts: list[GrafanaAlert] = Field(min_length=1)
     orgId: int | None = None
     title: str | None = None
     state: str | None = None
@@ -206,16 +238,64 @@ class GrafanaPayload(_SenderPayload):
         return _integral(value)
 
 
+class _EvalMatch(BaseModel):
+    """One series a legacy Grafana rule matched (``value`` is null for no data)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    value: float | None = None
+    metric: str | None = None
+    tags: dict[str, str] | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond a double: JSON allows it
+                return math.inf if value > 0 else -math.inf
+        return value
+
+
+LEGACY_STATES = ("alerting", "no_data", "pending", "ok", "paused")
+_LEGACY_FIRING = frozenset({"alerting", "no_data", "pending"})
+
+
+class GrafanaLegacyPayload(BaseModel):
+    """Grafana's legacy alerting webhook (Grafana 10 and before, dashboard alerts): one rule per
+    body, ``state`` one of :data:`LEGACY_STATES`, optional fields omitted when empty."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    ruleName: str
+    state: Literal["alerting", "no_data", "pending", "ok", "paused"]
+    title: str | None = None
+    ruleId: int | None = None
+    ruleUrl: str | None = None
+    message: str | None = None
+    imageUrl: str | None = None
+    evalMatches: list[_EvalMatch] | None = None
+    tags: dict[str, str] | None = None
+    orgId: int | None = None
+    dashboardId: int | None = None
+    panelId: int | None = None
+
+    @field_validator("ruleId", "orgId", "dashboardId", "panelId", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        return _integral(value)
+
+
 class GenericAlert(BaseModel):
-    """TierOps' own small shape, for scripts and senders without a template of their own."""
+    """TierOps' own small shape, for scripts and senders without a template of their own. Long
+    texts are cut, not refused; ``severity`` is any word (:data:`SEVERITY_TABLE`)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
-    title: str = Field(min_length=1, max_length=TITLE_MAX)
-    service: str | None = Field(None, max_length=SERVICE_MAX)
-    severity: Literal["info", "low", "warning", "warn", "medium", "critical", "error", "high", "page"] | None = None
-    details: str | None = Field(None, max_length=GENERIC_DETAILS_MAX)
+    title: str = Field(min_length=1)
+    service: str | None = None
+    severity: str | None = None
+    details: str | None = None
     status: Status | None = None
-    fingerprint: str | None = Field(None, max_length=FINGERPRINT_MAX, pattern=FINGERPRINT_PATTERN)
+    fingerprint: str | None = Field(None, pattern=FINGERPRINT_PATTERN)
 
     @field_validator("title")
     @classmethod
@@ -225,15 +305,23 @@ class GenericAlert(BaseModel):
         return value
 
 
-Payload = AlertmanagerPayload | GrafanaPayload | GenericAlert
+Payload = AlertmanagerPayload | GrafanaPayload | GrafanaLegacyPayload | GenericAlert
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
 
 
-def parse_payload(data: Any) -> tuple[Source, list[Alert]]:
-    """The sender and its alerts, or :class:`AlertPayloadError` listing every problem."""
+Text = Callable[[str | None], str]
+
+
+def parse_payload(data: Any, *, default_severity: str = DEFAULT_SEVERITY, max_alerts: int = ALERTS_READ_MAX,
+                  redact: Callable[[str], str] | None = None) -> tuple[Source, list[Alert]]:
+    """The sender and its alerts, or :class:`AlertPayloadError` listing every problem.
+
+    ``default_severity``: the severity of an alert without a known one; ``max_alerts``: alerts read
+    from one payload (the rest are counted in each alert's :attr:`Alert.unread`, not validated);
+    ``redact``: applied to every text the sender wrote before it is cut, hashed or kept."""
     if not isinstance(data, dict):
         raise AlertPayloadError([{"path": "$", "message": "must be a JSON object (an Alertmanager or Grafana "
                                                           "webhook payload, or {title, ...})"}])
@@ -248,12 +336,19 @@ def parse_payload(data: Any) -> tuple[Source, list[Alert]]:
             shown = json.dumps(version)[:40]
             raise AlertPayloadError([{"path": "$.version", "message": f"must be \"4\" (Prometheus Alertmanager) or "
                                                                        f"\"1\" (Grafana alerting), got {shown}"}])
+    elif any(k in data for k in LEGACY_KEYS):
+        model = GrafanaLegacyPayload
     elif "alerts" in data:
         raise AlertPayloadError([{"path": "$.version", "message": "Field required: a payload with alerts is a "
                                                                    "webhook and says its version (\"4\": Alertmanager, "
                                                                    "\"1\": Grafana)"}])
     else:
         model = GenericAlert
+    unread = 0
+    listed = data.get("alerts")
+    if model in (AlertmanagerPayload, GrafanaPayload) and isinstance(listed, list) and len(listed) > max_alerts:
+        unread = len(listed) - max_alerts
+        data = {**data, "alerts": listed[:max_alerts]}
     try:
         payload = model.model_validate(data)
     except ValidationError as exc:
@@ -263,13 +358,21 @@ def parse_payload(data: Any) -> tuple[Source, list[Alert]]:
             problems.append({"path": "$", "message": "read as a generic alert {title, service?, severity?, details?, "
                                                      "status?, fingerprint?}: it has no version"})
         raise AlertPayloadError(problems) from None
+    red = redact or (lambda s: s)
+
+    def text(value: str | None) -> str:
+        return red(clean(value or ""))
+
     if isinstance(payload, GenericAlert):
-        return "generic", [_generic(payload)]
-    if isinstance(payload, GrafanaPayload):
-        group = _group(payload, "grafana")
-        return "grafana", [_from_sender(a, "grafana", payload.title, group) for a in payload.alerts]
-    group = _group(payload, "alertmanager")
-    return "alertmanager", [_from_sender(a, "alertmanager", None, group) for a in payload.alerts]
+        return "generic", [_generic(payload, text, default_severity)]
+    if isinstance(payload, GrafanaLegacyPayload):
+        return "grafana-legacy", [_legacy(payload, text, default_severity)]
+    source: Source = "grafana" if isinstance(payload, GrafanaPayload) else "alertmanager"
+    title = payload.title if isinstance(payload, GrafanaPayload) else None
+    group = _group(payload, text)
+    limit = max_alerts if unread else None
+    return source, [_from_sender(a, source, text(title), group, text, default_severity, unread, limit)
+                    for a in payload.alerts]
 
 
 # -- normalising ------------------------------------------------------------------------------
@@ -279,9 +382,17 @@ def clean(text: str) -> str:
     return clean_text(text).replace("\x00", "\ufffd")
 
 
-def severity_of(word: str | None) -> str:
-    w = (word or "").strip().lower()
-    return "critical" if w in _CRITICAL else "warning" if w in _WARNING else "info"
+def severity_of(word: str | None, default: str = DEFAULT_SEVERITY) -> str:
+    """``critical``, ``warning`` or ``info`` for a sender's word (:data:`SEVERITY_TABLE`, or a
+    number: :data:`SEVERITY_NUMBERS`, 4 and above info); ``default`` when missing or unknown."""
+    w = " ".join((word or "").replace("_", " ").split()).lower()
+    if not w:
+        return default
+    if (known := SEVERITY_TABLE.get(w) or SEVERITY_TABLE.get(w.replace(" ", ""))) is not None:
+        return known
+    if (numbered := _NUMBERED.fullmatch(w)) is not None:
+        return SEVERITY_NUMBERS.get(int(numbered.group(1)), "info")
+    return default
 
 
 def _first(*candidates: str | None) -> str | None:
@@ -315,19 +426,30 @@ def is_link(url: str) -> bool:
 
 
 _STATE_PREFIX = re.compile(r"^\[(?:FIRING|RESOLVED)(?::\d+)?\]\s*", re.IGNORECASE)
+_LEGACY_PREFIX = re.compile(r"^\[(?:Alerting|OK|No Data|Pending|Paused)\]\s*", re.IGNORECASE)
 
 
-def _group(p: _SenderPayload, source: Source) -> AlertGroup | None:
-    group_key = clean(p.groupKey or "")
+def _fingerprint(given: str | None) -> str | None:
+    """The sender's fingerprint (redacted); one over :data:`FINGERPRINT_MAX` characters is hashed."""
+    fp = _first(given)
+    return _hash(fp) if fp is not None and len(fp) > FINGERPRINT_MAX else fp
+
+
+def _severity(labels: Mapping[str, str], default: str) -> str:
+    return severity_of(_first(labels.get("severity"), labels.get("priority")), default)
+
+
+def _group(p: _SenderPayload, t: Text) -> AlertGroup | None:
+    group_key = t(p.groupKey)
     if not group_key.strip():
         return None
-    receiver = _first(clean(p.receiver or ""))
-    labels = {clean(k): clean(v) for k, v in (p.groupLabels or {}).items()}
-    common = {clean(k): clean(v) for k, v in (p.commonLabels or {}).items()}
+    receiver = _first(t(p.receiver))
+    labels = {t(k): t(v) for k, v in (p.groupLabels or {}).items()}
+    common = {t(k): t(v) for k, v in (p.commonLabels or {}).items()}
     name = _first(labels.get("alertname"), common.get("alertname"))
     if name is None and isinstance(p, GrafanaPayload):  # "[FIRING:2] High memory usage …": the rule's words
-        name = _first(_STATE_PREFIX.sub("", clean(p.title or "")))
-    notes, _ = _annotations({clean(k): clean(v) for k, v in (p.commonAnnotations or {}).items()})
+        name = _first(_STATE_PREFIX.sub("", t(p.title)))
+    notes, _ = _annotations({t(k): t(v) for k, v in (p.commonAnnotations or {}).items()})
     return AlertGroup(key=GROUP_KEY_PREFIX + _hash(f"{receiver or ''}\n{group_key}"), status=p.status,
                       name=_cap(name, TITLE_MAX), receiver=receiver, labels=labels, common_labels=common,
                       annotations=notes, truncated=p.truncatedAlerts or 0)
@@ -344,15 +466,12 @@ def _annotations(notes: Mapping[str, str]) -> tuple[dict[str, str], int]:
     return kept, max(0, len(names) - ANNOTATIONS_KEPT)
 
 
-def _links(a: _SenderAlert, notes: dict[str, str]) -> list[dict[str, str]]:
-    """The alert's http(s) links in :data:`LINK_FIELDS` order; a link field that is not one is
-    kept as text among ``notes`` (runbook_url is an annotation already)."""
-    fields = {"runbook_url": notes.get("runbook_url"), "generatorURL": a.generatorURL}
-    if isinstance(a, GrafanaAlert):
-        fields.update(dashboardURL=a.dashboardURL, panelURL=a.panelURL, silenceURL=a.silenceURL)
+def _links(fields: Mapping[str, str | None], notes: dict[str, str]) -> list[dict[str, str]]:
+    """The alert's http(s) links in :data:`LINK_FIELDS` order from ``fields`` (already redacted);
+    a link field that is not one is kept as text among ``notes`` (runbook_url is an annotation already)."""
     links: list[dict[str, str]] = []
     for label, name in LINK_FIELDS:
-        url = _first(clean(fields.get(name) or ""))
+        url = _first(fields.get(name))
         if url is None:
             continue
         if is_link(url):
@@ -370,35 +489,84 @@ def labels_fingerprint(labels: Mapping[str, str]) -> str:
     return _hash(json.dumps(sorted(labels.items()), ensure_ascii=False, separators=(",", ":")))
 
 
-def _from_sender(a: _SenderAlert, source: Source, group_title: str | None, group: AlertGroup | None) -> Alert:
-    labels = {clean(k): clean(v) for k, v in a.labels.items()}
-    notes = {clean(k): clean(v) for k, v in a.annotations.items()}
-    fingerprint = _first(clean(a.fingerprint or "")) or labels_fingerprint(labels)
-    title = _first(notes.get("summary"), labels.get("alertname"), clean(group_title or "")) or f"alert {fingerprint}"
+def _service(labels: Mapping[str, str]) -> str | None:
+    return _cap(_first(labels.get("service"), labels.get("job"), labels.get("instance"), labels.get("alertname")),
+                SERVICE_MAX)
+
+
+def _from_sender(a: _SenderAlert, source: Source, group_title: str, group: AlertGroup | None, t: Text,
+                 default_severity: str, unread: int, read_limit: int | None) -> Alert:
+    labels = {t(k): t(v) for k, v in a.labels.items()}
+    notes = {t(k): t(v) for k, v in a.annotations.items()}
+    fingerprint = _fingerprint(t(a.fingerprint)) or labels_fingerprint(labels)
+    title = _first(notes.get("summary"), labels.get("alertname"), group_title) or f"alert {fingerprint}"
     details = _first(notes.get("description"), notes.get("message"))
-    if isinstance(a, GrafanaAlert) and (value := _first(clean(a.valueString or ""))):
+    if isinstance(a, GrafanaAlert) and (value := _first(t(a.valueString))):
         details = f"{details}\nValue: {value}" if details else f"Value: {value}"
-    name = _first(labels.get("alertname"), _STATE_PREFIX.sub("", clean(group_title or "")), title)
+    name = _first(labels.get("alertname"), _STATE_PREFIX.sub("", group_title), title)
     kept, left_out = _annotations(notes)
-    links = _links(a, kept)
+    fields = {"runbook_url": kept.get("runbook_url"), "generatorURL": t(a.generatorURL)}
+    if isinstance(a, GrafanaAlert):
+        fields.update(dashboardURL=t(a.dashboardURL), panelURL=t(a.panelURL), silenceURL=t(a.silenceURL))
+    links = _links(fields, kept)
     if left_out:
         kept[CUT_KEY] = f"{left_out} more annotation(s) not kept (at most {ANNOTATIONS_KEPT} per alert)"
-    return Alert(fingerprint=fingerprint, status=a.status, severity=severity_of(labels.get("severity")),
-                 service=_cap(_first(labels.get("service"), labels.get("job"), labels.get("instance"),
-                                     labels.get("alertname")), SERVICE_MAX),
-                 title=_cap(title, TITLE_MAX) or title, details=_cap(details, DETAILS_MAX), labels=labels,
-                 source=source, generator_url=_first(clean(a.generatorURL or "")),
-                 starts_at=_first(clean(a.startsAt or "")), name=_cap(name, TITLE_MAX), annotations=kept,
-                 links=links, group=group)
+    return Alert(fingerprint=fingerprint, status=a.status, severity=_severity(labels, default_severity),
+                 service=_service(labels), title=_cap(title, TITLE_MAX) or title, details=_cap(details, DETAILS_MAX),
+                 labels=labels, source=source, generator_url=_first(t(a.generatorURL)),
+                 starts_at=_first(t(a.startsAt)), name=_cap(name, TITLE_MAX), annotations=kept, links=links,
+                 group=group, unread=unread, read_limit=read_limit)
 
 
-def _generic(g: GenericAlert) -> Alert:
-    title = clean(g.title).strip()
-    service = _first(clean(g.service or ""))
-    fingerprint = _first(clean(g.fingerprint or "")) or _hash(f"{title}\n{service or ''}")
-    return Alert(fingerprint=fingerprint, status=g.status or "firing", severity=severity_of(g.severity),
-                 service=service, title=title, details=_cap(_first(clean(g.details or "")), DETAILS_MAX),
-                 source="generic", name=title)
+def _legacy(p: GrafanaLegacyPayload, t: Text, default_severity: str) -> Alert:
+    """A legacy Grafana rule's notification as one alert: its tags are the labels (plus
+    ``alertname``: the rule's name), its message and matched series the details, ``ruleUrl`` its
+    panel link; keyed by the org and rule id (else the rule's name and URL)."""
+    rule = _first(t(p.ruleName)) or _first(_LEGACY_PREFIX.sub("", t(p.title)))
+    tags = {t(k): t(v) for k, v in (p.tags or {}).items()}
+    labels = {**tags, "alertname": rule} if rule and "alertname" not in tags else tags
+    matches = p.evalMatches or []
+    series_tags = [{t(k): t(v) for k, v in (m.tags or {}).items()} for m in matches]
+    identity = f"{p.orgId or 0}/{p.ruleId}" if p.ruleId is not None else f"{rule or ''}\n{t(p.ruleUrl)}"
+    fingerprint = _hash(f"grafana-legacy\n{identity}")
+    lines = [m for m in [_first(t(p.message))] if m]
+    if p.state == "no_data":
+        lines.append("The rule's query returned no data (Grafana state no_data).")
+    elif p.state == "paused":
+        lines.append("The rule was paused in Grafana: it is no longer evaluated.")
+    for m in matches[:EVAL_MATCHES_SHOWN]:
+        value = "no value" if m.value is None else f"{m.value:g}"
+        lines.append(f"- {_first(t(m.metric)) or '(series)'}: {value}")
+    if len(matches) > EVAL_MATCHES_SHOWN:
+        lines.append(f"- and {len(matches) - EVAL_MATCHES_SHOWN} more series")
+    notes: dict[str, str] = {}
+    if message := _first(t(p.message)):
+        notes["description"] = cut(message, ANNOTATION_TEXT_MAX)
+    notes["grafana_state"] = p.state
+    if image := _first(t(p.imageUrl)):
+        notes["imageUrl"] = cut(image, ANNOTATION_TEXT_MAX)
+    rule_url = _first(t(p.ruleUrl))
+    links = [{"label": "panel", "url": rule_url}] if rule_url and is_link(rule_url) else []
+    if rule_url and not links:
+        notes["ruleUrl"] = cut(rule_url, ANNOTATION_TEXT_MAX)
+    first_series = series_tags[0] if series_tags else {}
+    service = _service({**{k: v for k, v in first_series.items() if k in ("service", "job", "instance")}, **tags,
+                        "alertname": rule or ""})
+    title = rule or f"alert {fingerprint}"
+    return Alert(fingerprint=fingerprint, status="firing" if p.state in _LEGACY_FIRING else "resolved",
+                 severity=_severity(tags, default_severity), service=service, title=_cap(title, TITLE_MAX) or title,
+                 details=_cap("\n".join(lines) or None, DETAILS_MAX), labels=labels, source="grafana-legacy",
+                 generator_url=rule_url, name=_cap(rule, TITLE_MAX), annotations=notes, links=links)
+
+
+def _generic(g: GenericAlert, t: Text, default_severity: str) -> Alert:
+    title = t(g.title).strip()
+    service = _cap(_first(t(g.service)), SERVICE_MAX)
+    fingerprint = _fingerprint(t(g.fingerprint)) or _hash(f"{title}\n{service or ''}")
+    shown = _cap(title, TITLE_MAX) or title
+    return Alert(fingerprint=fingerprint, status=g.status or "firing", severity=severity_of(g.severity, default_severity),
+                 service=service, title=shown, details=_cap(_first(t(g.details)), DETAILS_MAX),
+                 source="generic", name=shown)
 
 
 # -- the texts an alert leaves behind ---------------------------------------------------------
@@ -507,13 +675,33 @@ class AlertBatch:
         return "\n".join(lines)
 
     @property
+    def unread(self) -> int:
+        """Alerts of this delivery's payload TierOps did not read (beyond TIEROPS_ALERT_MAX_ALERTS)."""
+        return max(a.unread for a in self.alerts)
+
+    @property
+    def left_out(self) -> int:
+        """Alerts of the delivery not listed on the incident: the sender's ``truncatedAlerts`` (its
+        ``max_alerts``) and those TierOps did not read."""
+        return (self.group.truncated if self.group is not None else 0) + self.unread
+
+    def _left_out_text(self) -> str:
+        parts = []
+        if self.unread:
+            limit = next((a.read_limit for a in self.alerts if a.read_limit), None)
+            parts.append(f"{self.unread} more not read (TIEROPS_ALERT_MAX_ALERTS={limit})")
+        if self.group is not None and self.group.truncated:
+            parts.append(f"{self.group.truncated} more left out by the sender's max_alerts")
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    @property
     def detail(self) -> str:
-        """The timeline entry of this delivery: one :func:`delivery_text` line per alert."""
+        """The timeline entry of this delivery: one :func:`delivery_text` line per alert, and what
+        was not listed."""
         if self.group is None:
-            return delivery_text(self.alerts[0])
-        head = f"{self.source} group {self.group.status}: {len(self.alerts)} alert(s)"
-        if self.group.truncated:
-            head += f" ({self.group.truncated} more left out by the sender's max_alerts)"
+            more = self._left_out_text()
+            return delivery_text(self.alerts[0]) + (f"\nthe payload's other alerts{more}" if more else "")
+        head = f"{self.source} group {self.group.status}: {len(self.alerts)} alert(s)" + self._left_out_text()
         return "\n".join([head, *(delivery_text(a) for a in self.alerts)])
 
 
@@ -602,3 +790,21 @@ def alert_section(alerts: Alert | Sequence[Alert], incident_id: int | None = Non
     if len(group) > PROMPT_ALERTS_MAX:
         text += f"\n\n({len(group) - PROMPT_ALERTS_MAX} more alert(s) of this group not shown; see the incident.)"
     return text
+
+
+def joined_section(alerts: Sequence[Alert], incident_id: int, *, key: str, service: str | None) -> str:
+    """What a queued run's prompt gains when it absorbs another incident of its service (see
+    ``app/store/run_queue.enqueue_investigation``): a line naming the incident, then its own
+    ``## Alert`` section."""
+    head = (f"\n\n---\n\nWhile this run waited for a free cycle, incident #{incident_id} (key {key}) of the same "
+            f"service ({service or 'none given'}) opened too. Investigate it with the one above: they may share a "
+            "cause. Report findings about it with its key.\n\n")
+    return head + alert_section(alerts, incident_id, key=key)
+
+
+def joined_line(alerts: Sequence[Alert], incident_id: int, *, key: str, service: str | None) -> str:
+    """The short form of :func:`joined_section`, when the prompt has no room for the whole section."""
+    first = ranked(alerts)[0]
+    return (f"\n- Also incident #{incident_id}, key {key} (service {service or 'none given'}), "
+            f"{first.severity}: {_cap(first.title, 200)} — its alerts are on the incident (the prompt had no room "
+            "to quote them).")

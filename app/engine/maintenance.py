@@ -44,6 +44,7 @@ import yaml
 from app.clock import parse_stamp, utcnow
 from app.config import Settings
 from app.errors import ConfigError
+from app.probe import yamltext
 from app.probe.inventory import InventoryError, load_inventory
 from app.probe.maintenance import (
     SOURCE_SETTING,
@@ -256,9 +257,13 @@ def parse_setting(text: str) -> tuple[WindowSpec, ...]:
             try:
                 data, node = json.loads(text), None
             except ValueError:  # YAML flow style ([{name: x, …}]) is not JSON
-                data, node = yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
-        else:
-            data, node = yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+                data, node = yamltext.safe_load(text), yamltext.compose(text)
+        else:  # no aliases: a few hundred bytes of them stand for 10^9 nodes (app/probe/yamltext.py)
+            data, node = yamltext.safe_load(text), yamltext.compose(text)
+    except yamltext.Refused as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise MaintenanceConfigError(f"{SETTING}: {where}{exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

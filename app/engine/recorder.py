@@ -28,7 +28,9 @@ Deliberate choices:
 * Memory is flat in the number of lines: only the last ``result``/``api_retry`` line, the
   markers found so far and the CLI's StructuredOutput tool inputs are kept, never the transcript.
 * Findings are routed once, in :meth:`finalize`, from the accepted attempt; nothing is routed per
-  attempt, so a recovered session cannot produce duplicates.
+  attempt, so a recovered session cannot produce duplicates. An ``interrupted`` session's
+  escalation decision is never routed (``route.for_interrupted``): a stop is never followed by an
+  escalation read from the ``handoff.json`` the model had already written.
 * Log lines (issue #10): the session's end, once, in :meth:`finalize` (status, reason, source,
   lines, attempts, cost) at INFO — every session ends there, ingested or supervised; storage
   trouble at WARNING (a failed write with its attempt and backoff: the first failure of a run of
@@ -69,7 +71,7 @@ from app.output.handoff import read_handoff
 from app.output.markers import MarkerSet
 from app.output.outcome import Budget, CredentialsRejected, credentials_rejected
 from app.output.rejections import CliRejection, RejectionTracker
-from app.output.route import Routed, from_fallback, from_output
+from app.output.route import Routed, for_interrupted, from_fallback, from_output
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.redact import Redactor, redactor_for
@@ -505,6 +507,9 @@ class SessionRecorder:
                 notes.append(problem)
             routed = from_fallback(self.markers, handoff)
             handoff_raw = handoff.raw if handoff else None
+        if status == SessionStatus.INTERRUPTED:  # its findings yes, its escalation decision never
+            routed, dropped = for_interrupted(routed)
+            notes.extend(dropped)
         facts = SessionFacts(cli_rejections=self.cli_rejections, line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
                              handoff_raw=handoff_raw, notes=notes, exit_code=exit_code, stderr_tail=stderr_tail)
         summary = (summarize(self.outcomes, facts, status=status, reason=reason) if self.outcomes

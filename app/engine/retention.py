@@ -22,6 +22,11 @@ The rules:
   The budget adapts so that each transaction lasts about :data:`TARGET_WRITE` (lines range from
   bytes to megabytes: a count of rows alone says little about the time). Between transactions
   the server's own writes go ahead.
+* The claude CLI's own transcripts (``TIEROPS_HOME/home/.claude/projects/…``, every tool output
+  verbatim; ``app/engine/cli_transcripts.py``) are removed by every prune whatever the retention,
+  retention off included: a session removes its own once final, these are the ones left behind
+  (a supervisor killed first). Never those of a running session (its cwd, its CLI session id)
+  nor any newer than the newest running session or than the moment the running ones were read.
 * Space: free pages then go back to the file system :data:`VACUUM_PAGES` at a time, each step
   its own short write, when the file was created with incremental auto-vacuum (every database
   since issue #10). An older file reuses its free pages for new rows but does not shrink; the
@@ -43,7 +48,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypedDict
 
+from app.clock import parse_stamp
 from app.config import Settings
+from app.engine import cli_transcripts
 from app.store import retention
 from app.store.db import Database, is_transient
 from app.store.retention import PruneCounts, RetentionRow, SpaceInfo
@@ -95,6 +102,12 @@ class FolderReport(TypedDict):
     errors: list[str]  # folders left in place, and why
 
 
+class TranscriptReport(TypedDict):
+    removed: int       # folders and files the claude CLI left under TIEROPS_HOME/home/.claude (dry run: would go)
+    bytes: int
+    errors: list[str]  # left in place, and why
+
+
 class SpaceReport(TypedDict):
     auto_vacuum: str          # the file's mode: incremental | none | full
     page_size: int
@@ -117,6 +130,7 @@ class PruneReport(TypedDict):
     deleted: DeletedRows
     kept: KeptRows
     folders: FolderReport
+    transcripts: TranscriptReport  # the claude CLI's own copies left behind (removed whatever keep_days)
     skipped: int              # sets that stopped being prunable while the prune ran, kept
     space: SpaceReport | None
     seconds: float
@@ -248,6 +262,7 @@ def _empty_report(days: int, cutoff: str | None, dry_run: bool) -> PruneReport:
                     "maintenance_windows": 0},
         "kept": {"events": 0, "memories": 0, "old_sessions": 0},
         "folders": {"removed": 0, "bytes": 0, "missing": 0, "errors": []},
+        "transcripts": {"removed": 0, "bytes": 0, "errors": []},
         "skipped": 0, "space": None, "seconds": 0.0,
     }
 
@@ -272,12 +287,15 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
     """
     started = time.monotonic()
     days = settings.retention_days if keep_days is None else keep_days
+    transcripts = await _sweep_cli_files(db, settings, dry_run=dry_run)
     if days <= 0:
         report = _empty_report(0, None, dry_run)
+        report["transcripts"] = transcripts
         report["seconds"] = round(time.monotonic() - started, 3)
         return report
     cutoff = cutoff_for(days, now)
     report = _empty_report(days, cutoff, dry_run)
+    report["transcripts"] = transcripts
     if not dry_run:  # pages still in the WAL are in the file's size only after a checkpoint
         await retention.checkpoint(db)
     before = await retention.space_info(db)
@@ -310,6 +328,21 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
         report["space"] = await _reclaim(db, before, full=vacuum)
     report["seconds"] = round(time.monotonic() - started, 3)
     return report
+
+
+async def _sweep_cli_files(db: Database, settings: Settings, *, dry_run: bool) -> TranscriptReport:
+    """Remove the claude CLI's files no running session can resume (``cli_transcripts.sweep``)."""
+    looked = time.time()  # before the rows are read: a session started after this is newer
+    running = await retention.running_clis(db)
+    state = settings.state_dir.resolve()
+    cwds = [cwd for r in running for cwd in (r.cwd, str(state / "sessions" / str(r.id))) if cwd]
+    newest = max((parse_stamp(r.started_at).timestamp() for r in running), default=looked)
+    swept = await asyncio.to_thread(cli_transcripts.sweep, state / "home", running_cwds=cwds,
+                                    running_ids=[r.session_id for r in running if r.session_id],
+                                    before=min(looked, newest), dry_run=dry_run)
+    for error in swept.errors:
+        log.warning("prune: the claude CLI's file not removed: %s", error)
+    return {"removed": swept.removed, "bytes": swept.bytes, "errors": swept.errors}
 
 
 async def _delete_batch(db: Database, batch: list[Unit], cutoff: str, report: PruneReport,
@@ -394,10 +427,17 @@ def _memories(count: int) -> str:
     return "1 memory" if count == 1 else f"{count} memories"
 
 
+def _transcripts(r: PruneReport) -> str:
+    t = r["transcripts"]
+    verb = "would remove" if r["dry_run"] else "removed"
+    return f"{verb} {_n(t['removed'], 'file')} the claude CLI left behind ({human_bytes(t['bytes'])})"
+
+
 def summary_line(r: PruneReport) -> str:
     """One line: what went and what was kept (the server logs this)."""
     if not r["keep_days"]:
-        return "retention is off (TIEROPS_RETENTION_DAYS=0): nothing pruned"
+        text = "retention is off (TIEROPS_RETENTION_DAYS=0): nothing pruned"
+        return f"{text}; {_transcripts(r)}" if r["transcripts"]["removed"] else text
     verb = "would prune" if r["dry_run"] else "pruned"
     d, k, f = r["deleted"], r["kept"], r["folders"]
     text = (f"{verb} {_n(r['sessions'], 'session')} ({_n(r['chains'], 'chain')}) last active before "
@@ -407,6 +447,8 @@ def summary_line(r: PruneReport) -> str:
             f"kept {_n(k['events'], 'event')} and {_memories(k['memories'])}")
     if d["maintenance_windows"]:
         text += f"; {_n(d['maintenance_windows'], 'ended maintenance window')}"
+    if r["transcripts"]["removed"]:
+        text += f"; {_transcripts(r)}"
     if r["space"] and r["space"]["vacuum"]:
         text += f"; {human_bytes(r['space']['bytes_reclaimed'])} returned to the file system"
     return text
@@ -415,7 +457,9 @@ def summary_line(r: PruneReport) -> str:
 def describe(r: PruneReport) -> list[str]:
     """The report for a person, a few lines."""
     if not r["keep_days"]:
-        return ["retention is off (TIEROPS_RETENTION_DAYS=0, or --keep-days 0): nothing pruned"]
+        off = ["retention is off (TIEROPS_RETENTION_DAYS=0, or --keep-days 0): nothing pruned"]
+        extra = [f"  {_transcripts(r)}"] if r["transcripts"]["removed"] else []
+        return off + extra + [f"  file not removed: {e}" for e in r["transcripts"]["errors"]]
     verb = "would prune" if r["dry_run"] else "pruned"
     d, k, f = r["deleted"], r["kept"], r["folders"]
     lines = [f"{verb} {_n(r['sessions'], 'session')} ({_n(r['chains'], 'chain')}) last active before "
@@ -436,6 +480,9 @@ def describe(r: PruneReport) -> list[str]:
     if r["skipped"]:
         lines.append(f"  kept {_n(r['skipped'], 'chain')} that changed while pruning")
     lines.extend(f"  folder not removed: {e}" for e in f["errors"])
+    if r["transcripts"]["removed"]:
+        lines.append(f"  {_transcripts(r)}")
+    lines.extend(f"  file not removed: {e}" for e in r["transcripts"]["errors"])
     s = r["space"]
     if s is not None:
         if s["vacuum"]:

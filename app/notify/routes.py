@@ -39,6 +39,7 @@ import yaml
 
 from app.config import Settings
 from app.errors import ConfigError
+from app.probe import yamltext
 from app.probe.inventory import InventoryError, load_inventory
 
 log = logging.getLogger(__name__)
@@ -350,8 +351,12 @@ def _targets(raw: Any, path: str, problems: list[tuple[str, str]]) -> tuple[str,
 
 def load_text(text: str, where: str) -> list[Route]:
     """Routes from YAML or JSON text (``TIEROPS_NOTIFY_ROUTES``)."""
-    try:
-        data = yaml.safe_load(text)
+    try:  # no aliases: a few hundred bytes of them stand for 10^9 nodes (app/probe/yamltext.py)
+        data = yamltext.safe_load(text)
+    except yamltext.Refused as exc:
+        mark = exc.problem_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise RouteError(where, [("$", f"{at}{exc.problem}")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

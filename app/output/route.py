@@ -11,6 +11,10 @@ collapsed); repeating it reinforces its confidence instead of adding a row. Oper
 deactivations are left alone. Decay, staleness and contradiction (a new value for the same
 service and category) are the memory lifecycle of ``app/store/memories.py`` (issue #11).
 
+An interrupted session (stopped by an operator or a shutdown) is routed without its escalation
+decision (:func:`for_interrupted`): its events and the rest are facts it saw; what it was about to
+decide is not a decision, and nothing may escalate after a stop.
+
 Actions (issue #13): the contract's ``actions`` are routed with their kind lower-cased and their
 service's whitespace collapsed (as markers' names are), so ``Restart`` of ``api `` counts with
 ``restart`` of ``api``. All of them go to the ``cooldowns`` table (with the markers'
@@ -21,7 +25,7 @@ the chain's cooldown guard reads a session's proposals from its structured outpu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -122,6 +126,21 @@ def from_fallback(markers: MarkerSet, handoff: Handoff | None) -> Routed:
         }
         routed.checks = list(handoff.checks)
     return routed
+
+
+STOPPED_ESCALATION_NOTE = ("escalation not routed: the session was interrupted (stopped by an operator or a "
+                           "shutdown) before it finished, and an interrupted session never escalates")
+
+
+def for_interrupted(routed: Routed) -> tuple[Routed, list[str]]:
+    """What an interrupted session's findings are: its events, memories, service checks,
+    cooldowns and actions are what it saw and did before the stop, and are routed; its escalation
+    decision never is — a ``handoff.json`` the model had already written, or an output, decided
+    nothing the stopped run finished, and a stop must never be followed by the next, more
+    privileged tier. Returns the findings without the escalation and the note saying so."""
+    if routed.escalation is None:
+        return routed, []
+    return replace(routed, escalation=None), [STOPPED_ESCALATION_NOTE]
 
 
 def from_output(output: Any) -> tuple[Routed, list[str]]:

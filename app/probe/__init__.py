@@ -5,10 +5,14 @@ stdout, a ``result`` line with ``structured_output``), so the supervisor spawns,
 validates and routes it like any tier; the language-model tiers run only when it escalates.
 
 * ``targets``: durations, ``host:port``, URLs and commands without their secrets;
+* ``yamltext``: operators' YAML without aliases (the checks file and the YAML settings);
 * ``inventory``: the checks file (``schemas/checks.json``), its problems as ``FILE:LINE``, and the
   inventory as the language-model tiers' prompt sees it;
+* ``environment``: the minimal environments of the probe and of its command checks (no secrets);
 * ``net``, ``http``, ``x509``, ``command``: the means of the checks (resolving without blocking,
   a minimal HTTP/1.1 client, a certificate's dates, a command in its own process group);
+* ``reaper``: what a command check detaches, killed when it ends (a child subreaper, Linux);
+* ``limits``: the open-files limit raised, and how many checks fit in it at once;
 * ``checks``: one check → a :class:`~app.probe.checks.CheckResult`, all checks concurrently;
 * ``executor``: the stream-json the probe prints, and its report.
 

@@ -8,18 +8,22 @@ mapping must be the same for every kind so that incidents and escalations mean o
   ``unreachable``;
 * too slow (``max_ms``), a certificate within ``min_days`` of its end → ``degraded``;
 * anything else failing (a wrong status, a missing text, a failed command, an untrusted or
-  expired certificate, a broken answer) → ``down``.
+  expired certificate, a broken answer) → ``down``;
+* the probe itself out of file descriptors ("Too many open files") → no status at all: a
+  :attr:`CheckResult.probe_error`, the probe's failure, never the target's.
 
 :func:`run_check` never raises for anything a target does: each failure is a result with its
 error. Each check is bounded by its own timeout (a command gets :data:`~app.probe.command.KILL_GRACE`
-more to have its process group killed); :func:`run_all` runs them all at once, so a cycle takes
-about its longest timeout. URLs lose their ``user:password@`` and command output passes the
-redactor before it is put in a result.
+more to have its process group killed); :func:`run_all` runs them all at once (or as many as the
+open-files limit allows, ``limits.py``), so a cycle takes about its longest timeout. URLs lose their ``user:password@`` and command output passes the
+redactor before it is put in a result; every text a target sent (a body, a status line, an output)
+is redacted before it is cut to its snippet, never after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -34,7 +38,8 @@ from urllib.parse import urlsplit
 from app.probe import http, net, x509
 from app.probe.command import CommandRun
 from app.probe.inventory import CheckSpec
-from app.probe.targets import format_duration, redact_text, split_host_port, strip_userinfo
+from app.probe.limits import open_files_limit, out_of_descriptors
+from app.probe.targets import clip, format_duration, redact_text, split_host_port, strip_userinfo
 from app.vocab import Level, ServiceStatus
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,9 @@ class CheckResult:
     latency_ms: float | None
     summary: str  # one line, e.g. "HTTP 500 in 12 ms, expected 200"
     evidence: dict[str, Any] = field(default_factory=dict)
+    # The probe itself failed before the target could be checked (it ran out of file descriptors):
+    # the check has no result this run, neither passing nor failing (executor.build_report).
+    probe_error: str | None = None
 
 
 class _Fail(Exception):
@@ -84,8 +92,8 @@ def _ms_text(ms: float) -> str:
 
 
 def _one_line(text: str, limit: int = SNIPPET) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """A sender's or a command's text on one line, redacted before it is cut to ``limit``."""
+    return clip(" ".join(text.split()), limit, mark="…")
 
 
 # --- the kinds -----------------------------------------------------------------------------------
@@ -100,10 +108,9 @@ async def _http(spec: CheckSpec, started: float) -> _Outcome:
     good = resp.status in spec.expect_status if spec.expect_status else 200 <= resp.status < 400
     if not good:
         expected = ", ".join(map(str, spec.expect_status)) if spec.expect_status else "2xx or 3xx"
-        raise _Fail(ServiceStatus.DOWN, f"{said}, expected {expected}", **evidence, body=redact_text(body[:SNIPPET]))
+        raise _Fail(ServiceStatus.DOWN, f"{said}, expected {expected}", **evidence, body=clip(body, SNIPPET))
     if spec.contains is not None and spec.contains not in body:
-        raise _Fail(ServiceStatus.DOWN, f"{said}, body lacks {spec.contains!r}", **evidence,
-                    body=redact_text(body[:SNIPPET]))
+        raise _Fail(ServiceStatus.DOWN, f"{said}, body lacks {spec.contains!r}", **evidence, body=clip(body, SNIPPET))
     return _Outcome(said, evidence)
 
 
@@ -159,7 +166,7 @@ async def _tls(spec: CheckSpec, started: float) -> _Outcome:
 
 
 async def _command(spec: CheckSpec, started: float) -> _Outcome:
-    async with CommandRun(spec.target) as run:
+    async with CommandRun(spec.target, spec.env) as run:
         try:
             async with asyncio.timeout(spec.timeout_s):
                 code = await run.wait()
@@ -167,22 +174,21 @@ async def _command(spec: CheckSpec, started: float) -> _Outcome:
             ms = _ms(time.monotonic() - started)
             raise _Fail(ServiceStatus.UNREACHABLE, f"timed out after {format_duration(spec.timeout_s)} "
                                                    "(process group killed)", latency_ms=ms, exit_code=None,
-                        output_tail=_tail(run.output.text()), error="timeout") from None
+                        output_tail=_tail(run.output.shown(redact_text)), error="timeout") from None
     ms = _ms(time.monotonic() - started)
-    output = run.output.text()
-    evidence = {"exit_code": code, "latency_ms": ms, "output_tail": _tail(output)}
-    last = _one_line(output.strip().splitlines()[-1]) if output.strip() else ""
+    shown = run.output.shown(redact_text)  # redacted before any cut; the raw text only for `contains`
+    evidence = {"exit_code": code, "latency_ms": ms, "output_tail": _tail(shown)}
+    last = _one_line(shown.strip().splitlines()[-1]) if shown.strip() else ""
     if code != 0:
         why = f"exit {code}" if code > 0 else f"killed by signal {-code}"
-        raise _Fail(ServiceStatus.DOWN, f"{why} in {_ms_text(ms)}" + (f": {redact_text(last)}" if last else ""),
-                    **evidence)
-    if spec.contains is not None and spec.contains not in output:
+        raise _Fail(ServiceStatus.DOWN, f"{why} in {_ms_text(ms)}" + (f": {last}" if last else ""), **evidence)
+    if spec.contains is not None and spec.contains not in run.output.text():
         raise _Fail(ServiceStatus.DOWN, f"exit 0 in {_ms_text(ms)}, output lacks {spec.contains!r}", **evidence)
-    return _Outcome(f"exit 0 in {_ms_text(ms)}" + (f": {redact_text(last)}" if last else ""), evidence)
+    return _Outcome(f"exit 0 in {_ms_text(ms)}" + (f": {last}" if last else ""), evidence)
 
 
 def _tail(text: str) -> str:
-    return redact_text(text[-OUTPUT_TAIL:])
+    return clip(text, OUTPUT_TAIL, keep="tail")
 
 
 _KINDS: dict[str, Callable[[CheckSpec, float], Awaitable[_Outcome]]] = {
@@ -235,6 +241,8 @@ async def run_check(spec: CheckSpec) -> CheckResult:
     except _Fail as fail:
         return _result(spec, False, fail.status, fail.summary, {**fail.evidence})
     except Exception as exc:
+        if out_of_descriptors(exc):
+            return _probe_error(spec, exc, _ms(time.monotonic() - started))
         status, summary = _describe_error(spec, exc)
         ms = _ms(time.monotonic() - started)
         error = "timeout" if isinstance(exc, TimeoutError) else _one_line(redact_text(str(exc)) or type(exc).__name__)
@@ -244,6 +252,18 @@ async def run_check(spec: CheckSpec) -> CheckResult:
         return _result(spec, False, ServiceStatus.DEGRADED, f"{outcome.summary}, slower than {spec.max_ms:g} ms",
                        outcome.evidence)
     return _result(spec, True, outcome.status, outcome.summary, outcome.evidence)
+
+
+def _probe_error(spec: CheckSpec, exc: BaseException, ms: float) -> CheckResult:
+    """The probe's own failure, not the target's: nothing was learnt about it (no incident opens,
+    none resolves)."""
+    why = (f"the probe ran out of file descriptors ({getattr(exc, 'strerror', None) or exc}) before it could check "
+           f"this target; its open-files limit is {open_files_limit()}: raise LimitNOFILE= (examples/tierops.service) "
+           "or lower the checks file's concurrency")
+    log.warning("check %s: not checked: %s", spec.name, why)
+    return CheckResult(name=spec.name, service=spec.service, kind=spec.kind, severity=spec.severity, ok=False,
+                       status=ServiceStatus.UNREACHABLE, latency_ms=None, summary=f"not checked: {why}",
+                       evidence={"error": "probe: too many open files", "latency_ms": ms}, probe_error=why)
 
 
 def _result(spec: CheckSpec, ok: bool, status: ServiceStatus, summary: str, evidence: dict[str, Any]) -> CheckResult:
@@ -256,17 +276,21 @@ def _result(spec: CheckSpec, ok: bool, status: ServiceStatus, summary: str, evid
 
 
 async def run_all(specs: Iterable[CheckSpec], on_start: Callable[[int, CheckSpec], None] | None = None,
-                  on_result: Callable[[int, CheckResult], None] | None = None) -> list[CheckResult]:
-    """Run every check at once; results in the order of ``specs``. ``on_start(i, spec)`` is called
-    for every check before any runs, ``on_result(i, result)`` as each one ends. Cancelling stops
-    them all (their command process groups killed) before it propagates."""
+                  on_result: Callable[[int, CheckResult], None] | None = None,
+                  concurrency: int | None = None) -> list[CheckResult]:
+    """Run the checks, at most ``concurrency`` at once (None: all at once); results in the order of
+    ``specs``. ``on_start(i, spec)`` is called for every check before any runs, ``on_result(i,
+    result)`` as each one ends. Cancelling stops them all (their command process groups killed)
+    before it propagates."""
     specs = list(specs)
     if on_start is not None:
         for i, spec in enumerate(specs):
             on_start(i, spec)
+    slots = asyncio.Semaphore(concurrency) if concurrency is not None else contextlib.nullcontext()
 
     async def one(i: int, spec: CheckSpec) -> CheckResult:
-        result = await run_check(spec)
+        async with slots:  # a check's timeout starts when it runs, not while it waits for a slot
+            result = await run_check(spec)
         if on_result is not None:
             on_result(i, result)
         return result

@@ -13,7 +13,14 @@ stdin is never read) and prints, one JSON object per line, flushed per line:
 4. a ``result`` line, ``total_cost_usd`` 0, whose ``structured_output`` is an agent-response
    report (schemas/agent-response.json): an event per failing check (keyed ``check:<name>``),
    every check under ``services_checked``, and an escalation when a warning or critical check
-   fails. Exit 0, whatever the checks found.
+   fails. Exit 0, whatever the checks found. A check the probe could not run because it ran out
+   of file descriptors is the probe's own failure: left out of both lists (its incident neither
+   opens nor resolves) and named in the report's ``error`` and summary.
+
+At start the probe raises its soft open-files limit to the hard one and runs at most as many
+checks at once as that limit allows (``limits.py``), and becomes a child subreaper so that what a
+command check detaches is killed with it (``reaper.py``); at exit every process a check left is
+killed. It runs with the minimal environment the supervisor gives it (``environment.py``).
 
 A checks file that cannot be used ends with an ``is_error`` result holding the problems and exit
 1, which the supervisor records as a failed session with that reason. SIGTERM and SIGINT stop the
@@ -38,8 +45,10 @@ from typing import Any, BinaryIO
 from app import __version__
 from app.clock import utcnow
 from app.config import PROBE_MODEL
+from app.probe import reaper
 from app.probe.checks import CheckResult, run_all
 from app.probe.inventory import KINDS, CheckSpec, InventoryError, Problem, load_inventory
+from app.probe.limits import concurrency, open_files_limit, raise_open_files
 from app.vocab import Level
 
 log = logging.getLogger(__name__)
@@ -122,8 +131,8 @@ class _Stream:
             "parent_tool_use_id": None, "session_id": self.session_id, "uuid": str(uuid.uuid4()),
             "timestamp": utcnow(), "tool_use_result": {
                 "check": result.name, "service": result.service, "kind": result.kind, "ok": result.ok,
-                "status": result.status.value, "latency_ms": result.latency_ms, "summary": result.summary,
-                **result.evidence}})
+                "status": "not checked" if result.probe_error else result.status.value,
+                "latency_ms": result.latency_ms, "summary": result.summary, **result.evidence}})
 
     def result(self, started: float, *, turns: int, text: str, report: dict[str, Any] | None) -> None:
         line: dict[str, Any] = {
@@ -138,7 +147,7 @@ class _Stream:
 
 def result_text(result: CheckResult) -> str:
     """A check's tool_result text: its summary, then its evidence, one ``key: value`` a line."""
-    lines = [f"{result.status.value}: {result.summary}"]
+    lines = [result.summary if result.probe_error else f"{result.status.value}: {result.summary}"]
     for key, value in result.evidence.items():
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         lines.append(f"{key}: {shown}")
@@ -158,15 +167,27 @@ def _context_line(spec: CheckSpec, result: CheckResult) -> str:
 
 
 def build_report(specs: Sequence[CheckSpec], results: Sequence[CheckResult]) -> dict[str, Any]:
-    """The agent-response report (schemas/agent-response.json) of one probe run."""
-    failing = [(s, r) for s, r in zip(specs, results, strict=True) if not r.ok]
+    """The agent-response report (schemas/agent-response.json) of one probe run. A check the probe
+    could not run (:attr:`CheckResult.probe_error`) is in neither ``events`` nor ``services_checked``
+    — its incident neither opens nor resolves — but in the report's ``error`` and summary."""
+    pairs = [(s, r) for s, r in zip(specs, results, strict=True) if r.probe_error is None]
+    unchecked = [r for r in results if r.probe_error is not None]
+    failing = [(s, r) for s, r in pairs if not r.ok]
     names = [r.name for _, r in failing]
-    summary = f"{len(results)} checks: {len(results) - len(failing)} passing, {len(failing)} failing"
+    summary = f"{len(results)} checks: {len(pairs) - len(failing)} passing, {len(failing)} failing"
+    if unchecked:
+        summary += f", {len(unchecked)} not checked"
     if failing:
         shown = "; ".join(f"{r.name}: {r.summary}" for _, r in failing[:SUMMARY_FAILING_SHOWN])
         more = len(failing) - SUMMARY_FAILING_SHOWN
         summary += f" ({shown}{f'; +{more} more' if more > 0 else ''})"
-    return {
+    error = (f"probe error: {len(unchecked)} of {len(results)} checks not checked "
+             f"({', '.join(r.name for r in unchecked[:SUMMARY_FAILING_SHOWN])}"
+             f"{f', +{len(unchecked) - SUMMARY_FAILING_SHOWN} more' if len(unchecked) > SUMMARY_FAILING_SHOWN else ''})"
+             f": {unchecked[0].probe_error}") if unchecked else None
+    if error:
+        summary += f". {error[0].upper()}{error[1:]}"
+    report: dict[str, Any] = {
         "summary": summary,
         "events": [{"level": r.severity.value, "service": r.service, "message": f"{r.name} failing: {r.summary}",
                     "key": f"check:{r.name}"} for _, r in failing],
@@ -178,8 +199,11 @@ def build_report(specs: Sequence[CheckSpec], results: Sequence[CheckResult]) -> 
             "failed_checks": names,
         },
         "services_checked": [{"name": r.name, "check": r.name, "service": r.service, "status": r.status.value,
-                              "detail": r.summary, "latency_ms": r.latency_ms} for r in results],
+                              "detail": r.summary, "latency_ms": r.latency_ms} for _, r in pairs],
     }
+    if error:
+        report["error"] = error
+    return report
 
 
 async def run_probe(checks: str | None, out: BinaryIO) -> int:
@@ -198,12 +222,22 @@ async def run_probe(checks: str | None, out: BinaryIO) -> int:
         print(text, file=sys.stderr)
         stream.result(started, turns=0, text=text, report=None)
         return 1
-    results = await run_all(inv.checks, on_start=stream.tool_use, on_result=stream.tool_result)
+    at_once = concurrency(inv.concurrency)
+    capped = ""
+    if at_once < len(inv.checks):
+        why = ("the checks file's concurrency" if at_once == inv.concurrency
+               else f"open-files limit {open_files_limit()}")
+        capped = f", at most {at_once} at once ({why})"
+        log.info("%d checks%s", len(inv.checks), capped)
+    results = await run_all(inv.checks, on_start=stream.tool_use, on_result=stream.tool_result,
+                            concurrency=at_once)
     report = build_report(inv.checks, results)
     stream.result(started, turns=len(results), text=report["summary"], report=report)
-    failing = sum(not r.ok for r in results)
-    print(f"tierops probe: {len(results)} checks, {failing} failing, {time.monotonic() - started:.1f} s",
-          file=sys.stderr)
+    failing = sum(not r.ok and r.probe_error is None for r in results)
+    unchecked = sum(r.probe_error is not None for r in results)
+    print(f"tierops probe: {len(results)} checks, {failing} failing, "
+          + (f"{unchecked} not checked (out of file descriptors), " if unchecked else "")
+          + f"{time.monotonic() - started:.1f} s{capped}", file=sys.stderr)
     return 0
 
 
@@ -219,6 +253,8 @@ def main(argv: Sequence[str]) -> int:
             loop.add_signal_handler(sig, _stop, sig, task, stopped)
         return await run_probe(checks, sys.stdout.buffer)
 
+    raise_open_files()  # systemd's soft limit of 1024 is too few for a large checks file (limits.py)
+    reaper.adopt_orphans()  # what a command check detaches stays within reach (reaper.py)
     try:
         return asyncio.run(go())
     except asyncio.CancelledError:
@@ -228,6 +264,8 @@ def main(argv: Sequence[str]) -> int:
         # the stdout pipe closed: nobody reads the stream any more
         _silence_stdout()
         return 1
+    finally:
+        reaper.sweep_all()  # every process a command check left behind, whatever ended the run
 
 
 def _stop(sig: int, task: asyncio.Task[Any] | None, stopped: list[int]) -> None:

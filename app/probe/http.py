@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from app import __version__
 from app.probe import net
+from app.probe.targets import quote
 
 __all__ = ["BODY_LIMIT", "HttpError", "HttpResponse", "request"]
 
@@ -98,7 +99,7 @@ async def _status_line(reader: asyncio.StreamReader) -> tuple[int, str]:
     version, _, rest = line.partition(" ")
     code, _, reason = rest.partition(" ")
     if not version.startswith("HTTP/") or not (code.isdigit() and len(code) == 3):
-        raise HttpError(f"not an HTTP answer: {line[:80]!r}")
+        raise HttpError(f"not an HTTP answer: {quote(line, 80)}")  # the sender's text: redacted, then cut
     return int(code), reason
 
 

@@ -11,6 +11,15 @@ do not apply to the check's kind. Unknown keys are errors, so a typo (``tmeout``
 silently with the default in its place. The ``maintenance:`` section (windows in which incidents
 are recorded but nothing escalates) is parsed by ``app/probe/maintenance.py``, which the setting
 ``TIEROPS_MAINTENANCE`` shares; its problems are reported here like every other.
+
+A problem never quotes a value that may be a secret: header values and whatever sits under a
+secret-named key are described, not shown; every other quoted value is redacted before it is cut.
+
+The YAML is read without aliases (``app/probe/yamltext.py``: a few hundred bytes of nested
+aliases stand for 10^9 nodes). A command check's ``env:`` names the variables it may see (it
+gets a minimal environment otherwise, ``app/probe/environment.py``); the CLI's and TierOps' own
+(:func:`refused_name`) are problems of the file. ``concurrency`` caps the checks running at once
+(``app/probe/limits.py`` may cap them lower, to fit the open-files limit).
 """
 
 from __future__ import annotations
@@ -29,17 +38,21 @@ from jsonschema import Draft202012Validator, ValidationError
 
 from app.errors import InputError
 from app.paths import BUNDLED_DIR
+from app.probe import yamltext
 from app.probe.maintenance import SOURCE_CHECKS_FILE, WindowSpec, parse_windows, restore_times
 from app.probe.targets import (
     DURATION_PATTERN,
     NAME_PATTERN,
     format_duration,
     parse_duration,
+    quote,
     redact_target,
+    redact_text,
     split_host_port,
     valid_hostname,
 )
-from app.probe.variables import substitute
+from app.probe.variables import SERVE_VARIABLES, substitute
+from app.redact import MASK, secret_name
 from app.vocab import Level
 
 log = logging.getLogger(__name__)
@@ -68,11 +81,15 @@ MAX_FILE_BYTES = 1024 * 1024
 # Options that only mean something for some kinds.
 _APPLIES_TO: dict[str, tuple[Kind, ...]] = {
     "status": ("http",), "method": ("http",), "headers": ("http",), "contains": ("http", "command"),
-    "min_days": ("tls",), "verify": ("http", "tls"),
+    "min_days": ("tls",), "verify": ("http", "tls"), "env": ("command",),
 }
+ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+# Never given to a check, even by name: the claude CLI's credentials and settings, and TierOps' own.
+_REFUSED_PREFIXES = (("ANTHROPIC_", "the claude CLI"), ("CLAUDE_CODE_", "the claude CLI"), ("TIEROPS_", "TierOps"))
 _PATTERN_HINTS = {
     NAME_PATTERN: "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
     DURATION_PATTERN: "use seconds or a duration such as 30s, 5m, 1h30m, 500ms",
+    ENV_NAME_PATTERN: "use an environment variable's name: letters, digits and '_', not starting with a digit",
 }
 
 
@@ -100,6 +117,7 @@ class CheckSpec:
     headers: tuple[tuple[str, str], ...] = ()
     description: str | None = None
     line: int | None = None
+    env: tuple[str, ...] = ()  # command: variables passed on from the probe's environment
 
     @property
     def shown_target(self) -> str:
@@ -115,6 +133,7 @@ class Inventory:
     checks: tuple[CheckSpec, ...]
     maintenance: tuple[WindowSpec, ...] = ()
     notify_routes: list[dict[str, Any]] | None = None  # notify.routes, as written (app/notify/routes.py reads them)
+    concurrency: int | None = None  # at most this many checks at once (None: as the open-files limit allows)
 
 
 @dataclass(frozen=True, order=True)
@@ -137,21 +156,37 @@ class InventoryError(InputError):
                          for p in self.problems)
 
 
+def refused_name(name: str) -> str | None:
+    """Why the variable ``name`` may never be given to tier 0, or None: ``ANTHROPIC_*`` and
+    ``CLAUDE_CODE_*`` (the claude CLI's), ``TIEROPS_*`` (TierOps'; ``serve``'s address excepted,
+    which every check has)."""
+    upper = name.upper()
+    if upper in SERVE_VARIABLES:
+        return None
+    for prefix, owner in _REFUSED_PREFIXES:
+        if upper.startswith(prefix):
+            return f"{prefix}* variables belong to {owner} and never reach tier 0"
+    return None
+
+
 # --- loading -----------------------------------------------------------------------------------
 
 def load_inventory(path: str | Path) -> Inventory:
     """The checks file at ``path``, validated; :class:`InventoryError` with every problem otherwise."""
     path = Path(path)
     text = _read(path)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+    try:  # no aliases: a few hundred bytes of them stand for 10^9 nodes (app/probe/yamltext.py)
+        root = yamltext.compose(text)
+        data = yamltext.safe_load(text)
+    except yamltext.Refused as exc:
+        mark = exc.problem_mark
+        raise InventoryError(path, [Problem(mark.line + 1 if mark else None, str(exc.problem))]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        what = " ".join(str(x) for x in (exc.context, exc.problem) if x)
+        what = redact_text(" ".join(str(x) for x in (exc.context, exc.problem) if x))
         raise InventoryError(path, [Problem(mark.line + 1 if mark else None, f"YAML syntax error: {what}")]) from None
     except yaml.YAMLError as exc:
-        raise InventoryError(path, [Problem(None, f"YAML error: {exc}")]) from None
+        raise InventoryError(path, [Problem(None, f"YAML error: {redact_text(str(exc))}")]) from None
     if root is None or data is None:
         raise InventoryError(path, [Problem(None, "the file is empty; it must be a mapping with a 'checks' list "
                                                   "(see schemas/checks.json)")])
@@ -270,9 +305,32 @@ _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a numbe
                "array": "a list", "object": "a mapping", "null": "null"}
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _hidden(path: Iterable[str | int]) -> str | None:
+    """Why a value at ``path`` is never quoted (None: it may be): header values carry credentials
+    (``Authorization: Bearer …``), and so does whatever sits under a secret-named key."""
+    for step in path:
+        if step == "headers":
+            return "(not shown: header values may be secrets)"
+        if isinstance(step, str) and secret_name(step):
+            return f"(not shown: {step!r} names a secret)"
+    return None
+
+
+def _masked(value: Any) -> Any:
+    """``value`` with everything under a secret-named key (or ``headers``) replaced by the mask."""
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and (k == "headers" or secret_name(k)) else _masked(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _short(value: Any, path: Iterable[str | int] = ()) -> str:
+    """A value as a problem quotes it: never one that may be a secret (:func:`_hidden`), others
+    with secret-named keys masked, redacted, and only then cut to 60 characters."""
+    hidden = _hidden(path)
+    return f"the value {hidden}" if hidden else quote(_masked(value))
 
 
 def _schema_problems(data: Any, lines: _Lines) -> list[Problem]:
@@ -301,28 +359,32 @@ def _describe(error: ValidationError, lines: _Lines) -> list[Problem]:
     if rule == "type":
         want = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         expected = " or ".join(_TYPE_NAMES.get(str(w), str(w)) for w in want)
-        got = "nothing (an empty value)" if inst is None else f"{_json_type(inst)} {_short(inst)}"
+        shown = _hidden(path) or _short(inst, path)
+        got = "nothing (an empty value)" if inst is None else f"{_json_type(inst)} {shown}"
         return [Problem(line, f"{where}: expected {expected}, got {got}")]
     if rule == "enum":
         choices = ", ".join(str(v) for v in cast(list[Any], error.validator_value))
-        return [Problem(line, f"{where}: {_short(inst)} is not one of {choices}")]
+        return [Problem(line, f"{where}: {_short(inst, path)} is not one of {choices}")]
     if rule == "pattern":
         hint = _PATTERN_HINTS.get(str(error.validator_value), f"must match {error.validator_value}")
-        return [Problem(line, f"{where}: {_short(inst)} is not valid; {hint}")]
+        return [Problem(line, f"{where}: {_short(inst, path)} is not valid; {hint}")]
     if rule == "minItems" and path == ["checks"]:
         return [Problem(line, "checks: the list is empty; add at least one check")]
     if rule == "oneOf" and isinstance(inst, dict) and "name" in _properties(error):
         found = [k for k in KINDS if k in inst]
         return [Problem(line, f"{where}: give exactly one of {', '.join(KINDS)} (found {', '.join(found) or 'none'})")]
     if rule == "oneOf" and path and path[-1] == "status":
-        return [Problem(line, f"{where}: expected a status code from 100 to 599 or a list of them, got {_short(inst)}")]
+        return [Problem(line, f"{where}: expected a status code from 100 to 599 or a list of them, got "
+                              f"{_short(inst, path)}")]
     if rule == "minLength":
         return [Problem(line, f"{where}: must not be empty")]
     if rule in ("minimum", "exclusiveMinimum", "maximum", "maxLength", "minItems"):
         bound = {"minimum": "at least", "exclusiveMinimum": "more than", "maximum": "at most",
                  "maxLength": "at most this many characters:", "minItems": "at least this many items:"}[str(rule)]
-        return [Problem(line, f"{where}: must be {bound} {error.validator_value} (got {_short(inst)})")]
-    return [Problem(line, f"{where}: {error.message}")]
+        return [Problem(line, f"{where}: must be {bound} {error.validator_value} (got {_short(inst, path)})")]
+    if _hidden(path):  # jsonschema's own message quotes the value
+        return [Problem(line, f"{where}: does not satisfy the schema's {rule!r} rule {_hidden(path)}")]
+    return [Problem(line, f"{where}: {error.message.replace(repr(inst), _short(inst, path))}")]
 
 
 def _properties(error: ValidationError) -> dict[str, Any]:
@@ -387,6 +449,13 @@ def _check_problems(i: int, item: dict[str, Any], lines: _Lines) -> list[Problem
     timeout = parse_duration(item.get("timeout"))
     if timeout is not None and timeout > MAX_TIMEOUT_S:
         add("timeout", f"{format_duration(timeout)} is too long; at most {format_duration(MAX_TIMEOUT_S)}")
+    names = item.get("env")
+    if isinstance(names, list):
+        for j, name in enumerate(names):
+            why = refused_name(name) if isinstance(name, str) else None
+            if why is not None:
+                problems.append(Problem(lines.line(["checks", i, "env", j]), f"checks[{i}].env[{j}]: {name}: {why}; "
+                                        "give the check a variable of its own"))
     kinds = [k for k in KINDS if k in item]
     if len(kinds) != 1:
         return problems  # reported by the schema (exactly one kind)
@@ -402,17 +471,17 @@ def _check_problems(i: int, item: dict[str, Any], lines: _Lines) -> list[Problem
             url = urlsplit(target)
             _ = url.port  # raises on a bad port
         except ValueError as exc:
-            add(kind, f"{redact_target(kind, target)!r} is not a valid URL ({exc})")
+            add(kind, f"{quote(redact_target(kind, target), 200)} is not a valid URL ({exc})")
         else:
             if url.scheme not in ("http", "https") or not url.hostname:
-                add(kind, f"{redact_target(kind, target)!r} is not an http:// or https:// URL")
+                add(kind, f"{quote(redact_target(kind, target), 200)} is not an http:// or https:// URL")
     elif kind in ("tcp", "tls"):
         try:
             split_host_port(target, 443 if kind == "tls" else None)
-        except ValueError as exc:
-            add(kind, str(exc))
+        except ValueError as exc:  # it quotes the target
+            add(kind, redact_text(str(exc)))
     elif kind == "dns" and not valid_hostname(target.strip()):
-        add(kind, f"{target!r} is not a host name")
+        add(kind, f"{quote(target, 200)} is not a host name")
     return problems
 
 
@@ -434,11 +503,11 @@ def _build(path: Path, data: dict[str, Any], lines: _Lines) -> Inventory:
             min_days=float(item.get("min_days", DEFAULT_MIN_DAYS)) if kind == "tls" else None,
             verify=item.get("verify", True), method=item.get("method", "GET"),
             headers=tuple((item.get("headers") or {}).items()), description=item.get("description"),
-            line=lines.line(["checks", i])))
+            line=lines.line(["checks", i]), env=tuple(item.get("env") or ())))
     windows, _ = parse_windows(data.get("maintenance") or [], SOURCE_CHECKS_FILE, ["maintenance"], lines=lines)
     return Inventory(path=path, interval_s=parse_duration(data.get("interval")), hosts=hosts, checks=tuple(checks),
                      maintenance=tuple(windows),
-                     notify_routes=(data.get("notify") or {}).get("routes"))
+                     notify_routes=(data.get("notify") or {}).get("routes"), concurrency=data.get("concurrency"))
 
 
 # --- the language-model tiers' view -----------------------------------------------------------

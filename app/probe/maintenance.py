@@ -31,7 +31,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from app.probe.targets import NAME_PATTERN, format_duration, parse_duration
+from app.probe.targets import NAME_PATTERN, format_duration, parse_duration, quote
+from app.redact import MASK, secret_name
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def _zone(item: dict[str, Any], bad: Any) -> str | None:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        bad("timezone", f"unknown time zone {name[:60]!r}; use an IANA name such as UTC, Europe/Berlin or "
+        bad("timezone", f"unknown time zone {quote(name)}; use an IANA name such as UTC, Europe/Berlin or "
                         "America/New_York")
         return None
     return name
@@ -339,5 +340,7 @@ def _kind(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A value as a problem quotes it: redacted, then cut (a secret cut first would pass)."""
+    if isinstance(value, dict):  # never a value under a secret-named key, whatever its shape
+        value = {k: MASK if isinstance(k, str) and secret_name(k) else v for k, v in value.items()}
+    return quote(value)

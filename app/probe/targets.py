@@ -11,16 +11,19 @@ import ipaddress
 import os
 import re
 from functools import lru_cache
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from app.redact import Redactor
+from app.redact import Redactor, redact_then_cut
 
 __all__ = [
     "DURATION_PATTERN",
     "NAME_PATTERN",
+    "clip",
     "format_duration",
     "is_ip",
     "parse_duration",
+    "quote",
     "redact_target",
     "redact_text",
     "split_host_port",
@@ -127,6 +130,17 @@ def redact_text(text: str) -> str:
     """Known secret shapes and the values of secret-looking environment variables (as they are
     now: the redactor is rebuilt when the environment changes) masked."""
     return _redactor(frozenset(os.environ.items()))(text)
+
+
+def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head", mark: str = "") -> str:
+    """``text`` redacted (:func:`redact_text`), then cut to ``limit`` characters: a secret cut
+    first would lose its shape and pass (app/redact.py, ``redact_then_cut``)."""
+    return redact_then_cut(text, limit, redact_text, keep=keep, mark=mark)
+
+
+def quote(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` as a problem report may quote it: redacted, then cut to ``limit``."""
+    return clip(repr(value), limit, mark="...")
 
 
 def redact_target(kind: str, target: str) -> str:

@@ -17,7 +17,15 @@ the incident's one :class:`~app.store.incidents.Change`, however many alerts it 
   ``annotations`` those of the latest delivery (a group's common ones), its ``name`` what people
   call the alert and ``alert_source`` who sent it.
 
-Texts from the sender pass the database's redactor (JSON values too) before they are stored.
+Texts from the sender pass the database's redactor (JSON values too) before they are stored and
+before they are cut — the service, the key and the fingerprints too (``app/engine/alerts.py``
+redacts them once already, before it cuts them).
+
+An alert incident whose investigation should have started and could not (the run queue full, no
+claude CLI, the model tiers paused) needs a human, and no session row exists to carry that:
+:func:`flag_attention` sets the incident's own ``attention`` (and a timeline entry). The overview
+lists open incidents with it under "Needs attention" (``store.dashboard.incident_attention``);
+acknowledging or resolving the incident takes it off that list, the incident page keeps it.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ log = logging.getLogger(__name__)
 INCIDENT_LINKS_MAX = 20  # links listed on one incident (each alert keeps its own)
 NAME_MAX = 200  # characters of an incident's name
 TITLE_MAX = 500  # characters of a title, as for every incident
+SERVICE_MAX = 200  # characters of a service
+ATTENTION_MAX = 1000  # characters of why an incident needs a human
 ALERTS_READ_MAX = 1000  # alerts one read returns (the API's incident detail, the CLI)
 _SEVERITY_ORDER = "CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END"
 
@@ -111,6 +121,7 @@ class AlertDelivery:
     alerts: Sequence[AlertEntry]
     annotations: Mapping[str, str] = field(default_factory=dict)
     group_resolved: bool = False  # the sender says every alert of the group is resolved
+    left_out: int = 0  # alerts of the delivery not listed (the sender's max_alerts, TIEROPS_ALERT_MAX_ALERTS)
 
 
 def _rank(severity: str) -> int:
@@ -125,15 +136,16 @@ async def observe_alerts(db: Database, delivery: AlertDelivery, *, flap_count: i
     red = db.redact
     title, evidence = red(delivery.title)[:TITLE_MAX], red(delivery.evidence)[:EVIDENCE_MAX]
     name = red(delivery.name)[:NAME_MAX] if delivery.name else None
+    key, service = red(delivery.key), red(delivery.service)[:SERVICE_MAX] if delivery.service else None
     firing = [a for a in delivery.alerts if a.firing]
     async with db.write() as conn:
-        row = await _unresolved(conn, delivery.key)
+        row = await _unresolved(conn, key)
         if row is None and not firing:
             return None
         if row is None:
             worst = max((a.severity for a in firing), key=_rank)
-            opened = await _open(conn, None, None, Finding(key=delivery.key, severity=worst, message=title,
-                                                            service=delivery.service, origin="alert"),
+            opened = await _open(conn, None, None, Finding(key=key, severity=worst, message=title,
+                                                            service=service, origin="alert"),
                                  None, now, flap_count, flap_window_s)
             pk, previous = opened.incident["id"], None
         else:
@@ -143,7 +155,7 @@ async def observe_alerts(db: Database, delivery: AlertDelivery, *, flap_count: i
             still = ",".join("?" * len(firing))
             sql = ("UPDATE incident_alerts SET status = 'resolved', resolved_at = ?, last_seen_at = ?"  # noqa: S608 (placeholders only)
                    f" WHERE incident_id = ? AND status = 'firing' AND fingerprint NOT IN ({still})")
-            await conn.execute(sql, (now, now, pk, *(a.fingerprint for a in firing)))
+            await conn.execute(sql, (now, now, pk, *(red(a.fingerprint) for a in firing)))
         links, all_links = await _merged_links(conn, pk)
         detail = delivery.detail
         if previous is not None and joined:
@@ -153,13 +165,14 @@ async def observe_alerts(db: Database, delivery: AlertDelivery, *, flap_count: i
             detail += (f"\nlinks: {len(links)} of {all_links} listed on the incident (at most {INCIDENT_LINKS_MAX}); "
                        "every alert keeps its own")
         await conn.execute(
-            "UPDATE incidents SET name = COALESCE(?, name), alert_source = ?, links = ?, annotations = ?, evidence = ?"
-            " WHERE id = ?",
-            (name, delivery.source, dumps(links), dumps(red.deep(dict(delivery.annotations))), evidence, pk))
+            "UPDATE incidents SET name = COALESCE(?, name), alert_source = ?, links = ?, annotations = ?, evidence = ?,"
+            " alerts_truncated = ? WHERE id = ?",
+            (name, delivery.source, dumps(links), dumps(red.deep(dict(delivery.annotations))), evidence,
+             delivery.left_out, pk))
         await _timeline(conn, pk, "alert", now, detail=red(detail)[:EVIDENCE_MAX])
         if previous is None:
             return Change(await _get(conn, pk), "opened", True, flap_escalated=opened.flap_escalated)
-        return await _update(conn, previous, now, counted=bool(firing), service=delivery.service)
+        return await _update(conn, previous, now, counted=bool(firing), service=service)
 
 
 async def _update(conn: aiosqlite.Connection, row: IncidentRow, now: str, *, counted: bool,
@@ -200,9 +213,10 @@ async def _list_alerts(conn: aiosqlite.Connection, db: Database, pk: int, alerts
     joined: list[str] = []
     red = db.redact
     for a in alerts:
-        if a.firing and a.fingerprint not in known:
+        fingerprint = red(a.fingerprint)
+        if a.firing and fingerprint not in known:
             joined.append(red(a.title)[:200])
-        known.add(a.fingerprint)
+        known.add(fingerprint)
         status = "firing" if a.firing else "resolved"
         await conn.execute(
             "INSERT INTO incident_alerts (incident_id, fingerprint, status, severity, title, labels, annotations,"
@@ -213,7 +227,7 @@ async def _list_alerts(conn: aiosqlite.Connection, db: Database, pk: int, alerts
             " starts_at = COALESCE(excluded.starts_at, incident_alerts.starts_at), last_seen_at = excluded.last_seen_at,"
             " resolved_at = CASE WHEN excluded.status = 'resolved'"
             " THEN COALESCE(incident_alerts.resolved_at, excluded.resolved_at) END",
-            (pk, a.fingerprint, status, a.severity, red(a.title)[:TITLE_MAX], dumps(red.deep(dict(a.labels))),
+            (pk, fingerprint, status, a.severity, red(a.title)[:TITLE_MAX], dumps(red.deep(dict(a.labels))),
              dumps(red.deep(dict(a.annotations))), dumps(red.deep([dict(link) for link in a.links])), a.starts_at,
              now, now, None if a.firing else now))
     return joined
@@ -262,6 +276,20 @@ async def observe_alert(db: Database, *, fingerprint: str, firing: bool, severit
                                                   title=title, service=service, evidence=evidence, detail=detail,
                                                   alerts=[entry]),
                                 flap_count=flap_count, flap_window_s=flap_window_s, now=now)
+
+
+async def flag_attention(conn: aiosqlite.Connection, pk: int, why: str, now: str) -> None:
+    """Inside the caller's write transaction: incident ``pk`` needs a human, because ``why`` (a
+    timeline entry says so). A later reason replaces an earlier one."""
+    await conn.execute("UPDATE incidents SET attention = ?, attention_at = ? WHERE id = ?",
+                       (why[:ATTENTION_MAX], now, pk))
+    await _timeline(conn, pk, "attention", now, detail=why[:ATTENTION_MAX])
+
+
+async def needs_attention(db: Database, pk: int, why: str, now: str | None = None) -> None:
+    """:func:`flag_attention` in a transaction of its own."""
+    async with db.write() as conn:
+        await flag_attention(conn, pk, db.redact(why), now or utcnow())
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -99,6 +99,30 @@ async def open_attention(db: Database, limit: int = 5) -> tuple[list[OpenAttenti
     return cast(list[OpenAttention], [dict(r) for r in rows]), total
 
 
+class IncidentAttention(TypedDict):
+    """An open incident needing a human (``incidents.attention``: e.g. its alert's investigation
+    could not be queued)."""
+
+    id: int
+    key: str
+    service: str | None
+    severity: str
+    title: str
+    attention: str
+    attention_at: str | None
+
+
+async def incident_attention(db: Database, limit: int = 5) -> tuple[list[IncidentAttention], int]:
+    """The newest ``limit`` open incidents flagged as needing a human, and how many there are (the
+    partial index ``incidents_attention_open`` holds exactly these; acknowledging or resolving an
+    incident takes it off)."""
+    cond = "attention IS NOT NULL AND status = 'open'"
+    rows = await db.fetchall(f"SELECT id, key, service, severity, title, attention, attention_at FROM incidents"  # noqa: S608 (a constant)
+                             f" WHERE {cond} ORDER BY id DESC LIMIT ?", (limit,))
+    total = int(await db.fetchval(f"SELECT count(*) FROM incidents WHERE {cond}") or 0)  # noqa: S608 (a constant)
+    return cast(list[IncidentAttention], [dict(r) for r in rows]), total
+
+
 class StatusTotal(TypedDict):
     status: str
     sessions: int

@@ -470,7 +470,22 @@ MIGRATIONS: list[tuple[str, str]] = [
             name TEXT PRIMARY KEY,
             value TEXT NOT NULL,
             updated_at TEXT NOT NULL
-        )
+        );
+        -- Alerts in: an incident whose investigation could not be queued needs a human (no session
+        -- row carries it), and how many alerts of its latest delivery were not listed.
+        ALTER TABLE incidents ADD COLUMN attention TEXT;             -- why a human must look (NULL: no need)
+        ALTER TABLE incidents ADD COLUMN attention_at TEXT;
+        ALTER TABLE incidents ADD COLUMN alerts_truncated INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX incidents_attention_open ON incidents (id) WHERE attention IS NOT NULL AND status = 'open';
+        -- The incidents a queued run investigates: one, or several of one service (coalesced).
+        CREATE TABLE run_queue_incidents (
+            run_id INTEGER NOT NULL REFERENCES run_queue(id) ON DELETE CASCADE,
+            incident_id INTEGER NOT NULL REFERENCES incidents(id) ON DELETE CASCADE,
+            PRIMARY KEY (run_id, incident_id)
+        );
+        CREATE INDEX run_queue_incidents_incident ON run_queue_incidents (incident_id);
+        INSERT INTO run_queue_incidents (run_id, incident_id)
+            SELECT id, incident_id FROM run_queue WHERE incident_id IS NOT NULL
         """,
     ),
 ]

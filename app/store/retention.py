@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "PruneCounts",
     "RetentionRow",
+    "RunningCLI",
     "SpaceInfo",
     "checkpoint",
     "count_rows",
@@ -54,6 +55,7 @@ __all__ = [
     "full_vacuum",
     "incremental_vacuum",
     "retention_rows",
+    "running_clis",
     "space_info",
 ]
 
@@ -99,6 +101,24 @@ async def retention_rows(db: Database) -> list[RetentionRow]:
     return [RetentionRow(id=r["id"], chain_id=r["chain_id"], parent_session_id=r["parent_session_id"],
                          escalated_to=r["escalated_to"], running=bool(r["running"]), last_at=str(r["last_at"]),
                          line_count=int(r["line_count"] or 0)) for r in rows]
+
+
+@dataclass(frozen=True)
+class RunningCLI:
+    """A session still ``running``: its CLI's files are kept (a resume may follow)."""
+
+    id: int
+    cwd: str | None  # None until the launch is recorded
+    session_id: str | None  # the CLI's session id, once its first line said it
+    started_at: str
+
+
+async def running_clis(db: Database) -> list[RunningCLI]:
+    """Every session still ``running`` (this process's own writes included), oldest first."""
+    rows = await db.fetchall("SELECT id, cwd, session_id, started_at FROM sessions WHERE status = ? ORDER BY id",
+                             (SessionStatus.RUNNING,), fresh=True)
+    return [RunningCLI(id=r["id"], cwd=r["cwd"], session_id=r["session_id"], started_at=str(r["started_at"]))
+            for r in rows]
 
 
 _COUNTS = """

@@ -14,7 +14,7 @@ from typing import Any, TypedDict, cast
 
 JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
-                          "body", "output_schema", "links", "annotations", "labels", "routes"})
+                          "body", "output_schema", "links", "annotations", "labels", "routes", "incident_ids"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
                           "valid", "flapping", "dry_run"})
 
@@ -323,12 +323,15 @@ class IncidentRow(TypedDict):
     duration_s: float | None
     note: str | None
     name: str | None  # what people call it: the check, the alert's name; None for a model's finding
-    alert_source: str | None  # alertmanager | grafana | generic (origin alert)
+    alert_source: str | None  # alertmanager | grafana | grafana-legacy | generic (origin alert)
     links: list[dict[str, str]] | None  # [{label, url}] from the alert's sender
     annotations: dict[str, str] | None
     maintenance: str | None  # the maintenance window holding it, while one does
     maintenance_until: str | None
     reopened_from: int | None  # the incident of the same key it reopens (resolved shortly before)
+    attention: str | None  # why a human must look (its alert's investigation could not be queued)
+    attention_at: str | None
+    alerts_truncated: int  # alerts of its latest delivery not listed (sender's max_alerts, TIEROPS_ALERT_MAX_ALERTS)
 
 
 class TimelineRow(TypedDict):

@@ -16,14 +16,30 @@ marked failed as well, which only their ``error`` text gets wrong.)
 
 The queue is bounded (``TIEROPS_ALERT_QUEUE_MAX``): :func:`enqueue` counts and inserts in one
 write transaction and returns None when it is full.
+
+A run investigates one incident or several (``run_queue_incidents``; ``incident_id`` is the first).
+:func:`enqueue_investigation` is how an alert's incident gets its run, deciding everything in one
+write transaction, so that concurrent deliveries cannot race past the bound (an alert storm):
+
+* a queued run already lists the incident: nothing changes (``already``);
+* a queued run lists an incident of the same service: it absorbs this one (``coalesced``): its
+  prompt gains the incident's section (or, once the prompt holds :data:`PROMPT_MAX` characters, a
+  line naming it; past :data:`PROMPT_NAMES_MAX` only the run's incident list names it);
+* the queue has room: a new run (``queued``);
+* otherwise the incident needs a human (``full``: ``alert_incidents.flag_attention``, with a
+  timeline entry): it is recorded and told, never dropped without a word.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TypedDict
+from dataclasses import dataclass
+from typing import Literal, TypedDict
+
+import aiosqlite
 
 from app.clock import utcnow
+from app.store.alert_incidents import flag_attention
 from app.store.db import Database
 from app.store.rows import decode, decode_all
 
@@ -32,6 +48,8 @@ log = logging.getLogger(__name__)
 QUEUED, STARTED, FAILED = "queued", "started", "failed"
 STATUSES = (QUEUED, STARTED, FAILED)
 ERROR_MAX = 2000
+PROMPT_MAX = 100_000  # characters of a coalesced run's prompt that may hold whole ## Alert sections
+PROMPT_NAMES_MAX = 150_000  # ... and one line per further incident up to this
 
 
 class QueuedRunRow(TypedDict):
@@ -49,10 +67,12 @@ class QueuedRunRow(TypedDict):
     error: str | None
     incident_key: str | None
     incident_title: str | None
+    incident_ids: list[int]  # every incident the run investigates (several: coalesced by service)
 
 
-_SELECT = ("SELECT q.*, i.key AS incident_key, i.title AS incident_title FROM run_queue q"
-           " LEFT JOIN incidents i ON i.id = q.incident_id")
+_SELECT = ("SELECT q.*, i.key AS incident_key, i.title AS incident_title,"
+           " (SELECT json_group_array(r.incident_id) FROM run_queue_incidents r WHERE r.run_id = q.id) AS incident_ids"
+           " FROM run_queue q LEFT JOIN incidents i ON i.id = q.incident_id")
 
 
 async def enqueue(db: Database, *, source: str, tier: int, prompt: str | None, incident_id: int | None, limit: int,
@@ -64,13 +84,70 @@ async def enqueue(db: Database, *, source: str, tier: int, prompt: str | None, i
             (waiting,) = await cur.fetchone()  # type: ignore[misc]
         if waiting >= limit:
             return None
-        cur = await conn.execute(
-            "INSERT INTO run_queue (created_at, source, tier, prompt, incident_id, status) VALUES (?, ?, ?, ?, ?, 'queued')",
-            (now, source, tier, db.redact(prompt) if prompt is not None else None, incident_id))
-        pk = cur.lastrowid
+        pk = await _insert(conn, db, source, tier, prompt, incident_id, now)
         async with conn.execute(f"{_SELECT} WHERE q.id = ?", (pk,)) as cur:
             row = await cur.fetchone()
     return decode(row) if row else None  # type: ignore[return-value]
+
+
+async def _insert(conn: aiosqlite.Connection, db: Database, source: str, tier: int, prompt: str | None,
+                  incident_id: int | None, now: str) -> int:
+    cur = await conn.execute(
+        "INSERT INTO run_queue (created_at, source, tier, prompt, incident_id, status) VALUES (?, ?, ?, ?, ?, 'queued')",
+        (now, source, tier, db.redact(prompt) if prompt is not None else None, incident_id))
+    pk = int(cur.lastrowid or 0)
+    if incident_id is not None:
+        await conn.execute("INSERT INTO run_queue_incidents (run_id, incident_id) VALUES (?, ?)", (pk, incident_id))
+    return pk
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What :func:`enqueue_investigation` did: ``row`` is the run (None when ``full``)."""
+
+    kind: Literal["queued", "coalesced", "already", "full"]
+    row: QueuedRunRow | None
+
+
+async def enqueue_investigation(db: Database, *, source: str, tier: int, incident_id: int, service: str | None,
+                                prompt: str, addition: str, short: str, limit: int, full_reason: str,
+                                now: str | None = None) -> Enqueued:
+    """Queue the investigation of incident ``incident_id``, coalesced with a waiting run of the same
+    ``service``, within the bound ``limit``, in one transaction (see the module docstring).
+    ``prompt`` is a new run's; ``addition`` (else ``short``) what a coalescing run's prompt gains;
+    ``full_reason`` what the incident says when there is no room."""
+    now = now or utcnow()
+    async with db.write() as conn:
+        async with conn.execute(
+                "SELECT q.id FROM run_queue q JOIN run_queue_incidents r ON r.run_id = q.id"
+                " WHERE q.status = 'queued' AND r.incident_id = ? ORDER BY q.id LIMIT 1", (incident_id,)) as cur:
+            found = await cur.fetchone()
+        run_id: int | None = int(found[0]) if found is not None else None
+        kind: Literal["queued", "coalesced", "already", "full"] = "already"
+        if run_id is None and service is not None:
+            async with conn.execute(
+                    "SELECT q.id, q.prompt FROM run_queue q JOIN run_queue_incidents r ON r.run_id = q.id"
+                    " JOIN incidents i ON i.id = r.incident_id WHERE q.status = 'queued' AND q.tier = ?"
+                    " AND i.service = ? ORDER BY q.id LIMIT 1", (tier, service)) as cur:
+                found = await cur.fetchone()
+            if found is not None:
+                kind, run_id = "coalesced", int(found[0])
+                text = str(found[1] or "")
+                more = db.redact(addition) if len(text) + len(addition) <= PROMPT_MAX else db.redact(short)
+                if len(text) + len(more) <= PROMPT_NAMES_MAX:
+                    await conn.execute("UPDATE run_queue SET prompt = ? WHERE id = ?", (text + more, run_id))
+                await conn.execute("INSERT INTO run_queue_incidents (run_id, incident_id) VALUES (?, ?)",
+                                   (run_id, incident_id))
+        if run_id is None:
+            async with conn.execute("SELECT COUNT(*) FROM run_queue WHERE status = 'queued'") as cur:
+                (waiting,) = await cur.fetchone()  # type: ignore[misc]
+            if waiting >= limit:
+                await flag_attention(conn, incident_id, db.redact(full_reason), now)
+                return Enqueued("full", None)
+            run_id, kind = await _insert(conn, db, source, tier, prompt, incident_id, now), "queued"
+        async with conn.execute(f"{_SELECT} WHERE q.id = ?", (run_id,)) as cur:
+            row = await cur.fetchone()
+    return Enqueued(kind, decode(row) if row else None)  # type: ignore[arg-type]
 
 
 async def queued_count(db: Database) -> int:

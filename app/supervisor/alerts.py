@@ -17,9 +17,18 @@ When an alert *opens* an incident, the escalation rules of ``app/engine/incident
 (silenced keys, info severity, flapping are held; updates and resolutions never start anything)
 and, with ``TIEROPS_MAX_TIER`` ≥ 1 and the claude CLI present, tier 1 starts with the alert as
 its operator request (:func:`app.engine.alerts.alert_section`). If a cycle runs, or runs already
-wait, the run is queued (``store.run_queue``, bounded by ``TIEROPS_ALERT_QUEUE_MAX``): FIFO, kept
-across restarts. A payload that would open an incident while the queue is full is refused whole
-(:class:`QueueFull`, HTTP 503) before anything is written, so the sender's retry opens it then.
+wait, the run is queued (``store.run_queue.enqueue_investigation``: FIFO, kept across restarts).
+
+**An alert storm loses nothing.** Every alert is recorded and told whatever the queue holds; the
+queue's bound (``TIEROPS_ALERT_QUEUE_MAX``) is checked inside the transaction that queues, and
+investigations are coalesced: one per incident (a group's alerts share theirs), and a queued run
+for an incident of a service absorbs every further incident of that service while it waits (its
+prompt names each: :func:`app.engine.alerts.joined_section`; when it starts, every still-open
+incident it lists is marked escalated). An incident whose investigation cannot be queued (the
+queue full and no run of its service waiting), or cannot start at all (no claude CLI, the model
+tiers paused), gets a timeline entry and the incident's own needs-attention flag, shown on the
+overview's "Needs attention" list until it is acknowledged or resolved
+(``store.alert_incidents.flag_attention``); its message says a human must look.
 
 :func:`work_queue` is the server's queue worker: it wakes when a cycle ends
 (``Supervisor.queue_wake``), when a run is queued, and every :data:`QUEUE_POLL_S` seconds, and
@@ -37,9 +46,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.clock import utcnow
-from app.engine.alerts import Alert, AlertBatch, alert_section, batches, kept_labels
+from app.engine.alerts import (
+    Alert,
+    AlertBatch,
+    alert_section,
+    batches,
+    joined_line,
+    joined_section,
+    kept_labels,
+)
 from app.engine.incidents import Verdict, apply_maintenance, decide
-from app.errors import CycleBusy, TierOpsError
+from app.errors import CycleBusy
 from app.logs import oneline
 from app.notify import messages as notices
 from app.notify.messages import IncidentNews
@@ -62,24 +79,24 @@ QUEUE_POLL_S = 5.0  # seconds between the queue worker's looks when nothing wake
 LEFT_BY_A_KILLED_SERVER = "the server stopped after claiming this run and before its cycle started"
 
 
-class QueueFull(TierOpsError):
-    """No room left in the run queue (``TIEROPS_ALERT_QUEUE_MAX``); nothing was written."""
-
-
 @dataclass(frozen=True)
 class RunOutcome:
-    """What happened about an investigation: a session started, a run queued, or why not."""
+    """What happened about an investigation: a session started, a run queued (or joined), or why not."""
 
     session_pk: int | None = None
     queued_id: int | None = None
     why_not: str | None = None
-    needs_human: bool = False  # the investigation should have run and could not
+    needs_human: bool = False  # the investigation should have run and could not: the incident needs attention
+    coalesced: bool = False  # the incident joined a run already queued for its service
 
     def action_line(self) -> str:
         """What the incident's message says TierOps did."""
         if self.session_pk is not None:
             return (f"Investigating: tier {ALERT_TIER} started (session #{self.session_pk}); the outcome "
                     "follows.")
+        if self.queued_id is not None and self.coalesced:
+            return (f"Investigating: joined run #{self.queued_id}, queued for another incident of the same "
+                    f"service (tier {ALERT_TIER}); the outcome follows.")
         if self.queued_id is not None:
             return (f"Investigating: tier {ALERT_TIER} queued as run #{self.queued_id} behind a running cycle; "
                     "the outcome follows.")
@@ -122,21 +139,16 @@ def delivery(batch: AlertBatch) -> AlertDelivery:
                           starts_at=a.starts_at) for a in batch.alerts]
     return AlertDelivery(key=batch.key, source=batch.source, name=batch.name, title=batch.title,
                          service=batch.service, evidence=batch.evidence, detail=batch.detail, alerts=entries,
-                         annotations=batch.annotations, group_resolved=batch.resolves_group)
+                         annotations=batch.annotations, group_resolved=batch.resolves_group, left_out=batch.left_out)
 
 
 async def receive_alerts(supervisor: Supervisor, alerts: Sequence[Alert]) -> list[AlertOutcome]:
     """Apply ``alerts`` to the incidents, one batch (a group, or an alert) at a time in the order
-    they came, and start (or queue) tier 1 once for each incident a batch opened that escalates.
-    Returns one outcome per alert, in order. Raises :class:`QueueFull` before writing anything when
-    a batch would open an incident and the queue has no room."""
+    they came, and start, queue or coalesce tier 1 once for each incident a batch opened that
+    escalates. Returns one outcome per alert, in order; every alert is recorded, whatever the
+    queue holds."""
     db, settings = supervisor.db, supervisor.settings
     cut = batches(alerts, settings.alert_grouping)
-    if settings.max_tier >= ALERT_TIER and await run_queue.queued_count(db) >= settings.alert_queue_max:
-        opening = [b.key for b in cut if any(a.severity != "info" for a in b.firing)]
-        if opening and set(opening) - await incident_store.unresolved_keys(db, opening):
-            raise QueueFull(f"{settings.alert_queue_max} runs already wait for a free cycle "
-                            "(TIEROPS_ALERT_QUEUE_MAX); try again later")
     done: dict[int, AlertOutcome] = {}
     told: list[IncidentNews] = []
     for batch in cut:
@@ -185,14 +197,14 @@ async def _investigate(supervisor: Supervisor, batch: AlertBatch, change: Change
         return RunOutcome(why_not=verdict.held[0][1] if verdict.held else "not escalated")
     if settings.max_tier < ALERT_TIER:
         return RunOutcome(why_not=f"TIEROPS_MAX_TIER={settings.max_tier}: no language model runs")
+    incident = change.incident
     try:
         resolve_binary(settings.claude_bin, os.environ.get("PATH"))
     except CLINotFound as exc:
-        return RunOutcome(why_not=str(exc), needs_human=True)
+        return await _needs_human(supervisor, incident["id"], str(exc))
     if (paused := await model_tiers_paused(supervisor.db, settings)) is not None:
-        return RunOutcome(why_not=paused, needs_human=True)
-    incident = change.incident
-    prompt = alert_section(batch.alerts, incident["id"], key=batch.key)
+        return await _needs_human(supervisor, incident["id"], paused)
+    prompt = alert_section(batch.alerts, incident["id"], key=incident["key"])
     if await run_queue.queued_count(supervisor.db) == 0:  # runs waiting go first
         try:
             started = await supervisor.start_cycle(tier=ALERT_TIER, prompt=prompt, trigger=Trigger.ALERT,
@@ -207,15 +219,37 @@ async def _investigate(supervisor: Supervisor, batch: AlertBatch, change: Change
             await incident_store.mark_escalated(supervisor.db, [incident["id"]], started.session_pk,
                                                 f"alert: investigated by tier {ALERT_TIER}")
             return RunOutcome(session_pk=started.session_pk)
-    row = await run_queue.enqueue(supervisor.db, source=Trigger.ALERT, tier=ALERT_TIER, prompt=prompt,
-                                  incident_id=incident["id"], limit=settings.alert_queue_max)
-    if row is None:
-        return RunOutcome(why_not=f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max})",
-                          needs_human=True)
-    log.info("incident %d: tier %d queued as run #%d (a cycle is running)", incident["id"], ALERT_TIER, row["id"],
-             extra={"incident": incident["id"]})
+    full = (f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max} runs wait for a free "
+            "cycle, none of them for this service)")
+    key, service = incident["key"], incident["service"]
+    queued = await run_queue.enqueue_investigation(
+        supervisor.db, source=Trigger.ALERT, tier=ALERT_TIER, incident_id=incident["id"], service=service,
+        prompt=prompt, addition=joined_section(batch.alerts, incident["id"], key=key, service=service),
+        short=joined_line(batch.alerts, incident["id"], key=key, service=service), limit=settings.alert_queue_max,
+        full_reason=attention_text(full))
+    if queued.row is None:
+        log.warning("incident %d not investigated: %s", incident["id"], full, extra={"incident": incident["id"]})
+        return RunOutcome(why_not=full, needs_human=True)
+    row = queued.row
+    if queued.kind == "coalesced":
+        log.info("incident %d joined queued run #%d (same service %s)", incident["id"], row["id"],
+                 incident["service"], extra={"incident": incident["id"]})
+    else:
+        log.info("incident %d: tier %d queued as run #%d (a cycle is running)", incident["id"], ALERT_TIER,
+                 row["id"], extra={"incident": incident["id"]})
     supervisor.queue_wake.set()
-    return RunOutcome(queued_id=row["id"])
+    return RunOutcome(queued_id=row["id"], coalesced=queued.kind == "coalesced")
+
+
+async def _needs_human(supervisor: Supervisor, incident_id: int, why: str) -> RunOutcome:
+    """The investigation should start and cannot: the incident says why and needs attention."""
+    await alert_incidents.needs_attention(supervisor.db, incident_id, attention_text(why))
+    return RunOutcome(why_not=why, needs_human=True)
+
+
+def attention_text(why: str) -> str:
+    """What an incident whose investigation could not start or be queued says (its ``attention``)."""
+    return f"not investigated: {why}; a human must look"
 
 
 async def run_next_queued(supervisor: Supervisor) -> int:
@@ -231,16 +265,19 @@ async def run_next_queued(supervisor: Supervisor) -> int:
             await run_queue.mark_failed(db, row["id"], f"tier {row['tier']} is above TIEROPS_MAX_TIER="
                                                        f"{settings.max_tier}")
             continue
-        if row["incident_id"] is not None and (inc := await incident_store.get_incident(db, row["incident_id"],
-                                                                                      fresh=True)) is not None \
-                and inc["status"] == IncidentStatus.RESOLVED:
-            await run_queue.mark_failed(db, row["id"], f"skipped: incident #{inc['id']} resolved before a cycle was "
-                                                       "free")
+        listed = row["incident_ids"] or ([row["incident_id"]] if row["incident_id"] is not None else [])
+        found = await incident_store.get_incidents(db, listed, fresh=True)
+        open_ids = [i["id"] for i in found if i["status"] != IncidentStatus.RESOLVED]
+        if found and not open_ids:  # (incidents removed by a prune: the run still runs)
+            names = ", ".join(f"#{i}" for i in listed)
+            await run_queue.mark_failed(db, row["id"], f"skipped: incident {names} resolved before a cycle was free"
+                                        if len(listed) == 1 else f"skipped: incidents {names} all resolved before a "
+                                                                 "cycle was free")
             continue
         trigger = Trigger.ALERT if row["source"] == Trigger.ALERT else Trigger.MANUAL
         try:
             started = await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger,
-                                                   incidents=[row["incident_id"]] if row["incident_id"] else [])
+                                                   incidents=open_ids)
         except CycleBusy:  # another trigger took the cycle first: wait for the next turn
             await run_queue.requeue(db, row["id"])
             return 0
@@ -252,8 +289,8 @@ async def run_next_queued(supervisor: Supervisor) -> int:
         pk = started.session_pk
         await run_queue.mark_started(db, row["id"], pk, None if pk is not None else
                                      "the cycle did not create its session in time; see /api/v1/sessions")
-        if pk is not None and row["incident_id"] is not None:
-            await incident_store.mark_escalated(db, [row["incident_id"]], pk,
+        if pk is not None and open_ids:
+            await incident_store.mark_escalated(db, open_ids, pk,
                                                 f"alert: investigated by tier {row['tier']} (queued run #{row['id']})")
         log.info("queued run #%d started: session %s, tier %d", row["id"], pk, row["tier"],
                  extra={"session": pk, "tier": row["tier"]})

@@ -37,7 +37,11 @@ gated again at that tier; a further escalation to another manual tier is).
 Maintenance windows: an incident a window holds never escalates (tier 0's gate says so; a
 language-model tier whose every incident is held stops there); when the window ends it escalates
 as if it had just opened (``app/engine/incidents.apply_maintenance``). An interrupted session
-(stopped by an operator or a shutdown) never escalates.
+(stopped by an operator or a shutdown) never escalates: the chain ends at it before deciding
+anything (its recorder did not even route a ``handoff.json`` escalation it wrote). A stop or a
+shutdown that lands between two tiers (the cycle's ``halt``) ends the chain too: the session that
+asked to escalate needs attention ("escalation to tier N not started: …"), no approval is
+requested, and no next tier starts.
 
 Messages (``news.py``): each session's incident changes become one message each, carrying what
 the chain did about them (escalated, waiting for approval #N, not escalated and why a human must
@@ -101,6 +105,7 @@ from app.supervisor.context import (
     system_prompt,
 )
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused
+from app.supervisor.halt import Halt, StopRequested
 from app.supervisor.hub import Hub
 from app.supervisor.runner import CLINotFound, resolve_binary
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
@@ -148,7 +153,8 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                     on_session: Callable[[int, SessionHandle], None] | None = None,
                     spec: OutputSpec | None = None, parent: SessionRow | None = None,
                     handoff: str | None = None, dry_run: bool = False,
-                    notifier: NoticeSink | None = None, incidents: Sequence[int] = ()) -> list[ChainLink]:
+                    notifier: NoticeSink | None = None, incidents: Sequence[int] = (),
+                    halt: Halt | None = None) -> list[ChainLink]:
     """``spec`` is the first session's output contract; escalated tiers always use the default
     agent-response contract, the one that carries an escalation decision.
 
@@ -164,7 +170,11 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     escalation's); the chain adds every incident its sessions report.
 
     ``notifier`` hears, per session, one message per incident change with what the chain did about
-    it, and at the end the outcome of an investigation (``news.py``); None sends nothing."""
+    it, and at the end the outcome of an investigation (``news.py``); None sends nothing.
+
+    ``halt``: the cycle's stop flag (``halt.py``). Once a stop or a shutdown set it, the chain does
+    not escalate (the session that asked needs attention, with why; no approval is requested) and
+    no tier starts: a first tier raises :class:`~app.supervisor.halt.StopRequested`."""
     dry_run = dry_run or settings.dry_run or bool(parent is not None and parent["dry_run"])
     about: dict[int, None] = dict.fromkeys(incidents)  # the incidents of this chain, in order
     investigation = parent is not None or trigger == Trigger.ALERT or bool(incidents)
@@ -193,12 +203,12 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         try:
             result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
                                        chain_id, on_session, spec if parent is None else None, handoff_incidents,
-                                       handoff, dry_run=dry_run)
+                                       handoff, dry_run=dry_run, halt=halt)
             handoff = None  # the approved text is the first tier's only
         except Exception as exc:
             if parent is None:
                 raise
-            if isinstance(exc, ConfigError):  # a refusal (the budget spent, the model tiers paused meanwhile)
+            if isinstance(exc, (ConfigError, StopRequested)):  # a refusal (the budget spent, a stop meanwhile)
                 why = f"escalation to tier {tier} not started: {exc}"
                 log.warning("session %d needs attention: %s", parent["id"], oneline(why),
                             extra={"session": parent["id"], "chain": chain_id, "tier": parent["tier"]})
@@ -242,6 +252,8 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             await news.send(notifier, news.notices(items))
             break
         attention = await _decide(db, settings, row, result.api_failure, chain_id)
+        if attention is None and row["escalation_needed"] and halt is not None and halt.reason is not None:
+            attention = f"escalation to tier {tier + 1} not started: {halt.reason}"  # stop means stop
         if attention is None and row["escalation_needed"]:
             attention = await _cooldown_refusal(db, settings, row)
         if attention is None and row["escalation_needed"]:
@@ -336,7 +348,8 @@ async def _start_tier(db: Database, settings: Settings, validator: OutputValidat
                       chain_id: int | None,
                       on_session: Callable[[int, SessionHandle], None] | None,
                       spec: OutputSpec | None = None, handoff_incidents: str = "",
-                      approved_handoff: str | None = None, *, dry_run: bool = False) -> SessionResult:
+                      approved_handoff: str | None = None, *, dry_run: bool = False,
+                      halt: Halt | None = None) -> SessionResult:
     """Steps 1 and 2: the tier's system prompt (with the parent's handoff, or the one an operator
     approved), then its session."""
     handoff = approved_handoff
@@ -358,7 +371,7 @@ async def _start_tier(db: Database, settings: Settings, validator: OutputValidat
                       trigger=Trigger.ESCALATION if parent else trigger,
                       parent_pk=parent["id"] if parent else None, chain_id=chain_id, spec=spec,
                       dry_run=dry_run and tier != PROBE_TIER)  # the probe never changes anything
-    return await run_tier_session(db, settings, validator, hub, req, on_start=on_session)
+    return await run_tier_session(db, settings, validator, hub, req, on_start=on_session, halt=halt)
 
 
 async def _handoff(db: Database, parent: SessionRow, chain: list[SessionRow]) -> str:

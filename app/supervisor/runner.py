@@ -3,22 +3,26 @@
 Why a module of its own: every CLI quirk the supervisor must respect lives here, next to the
 code that works around it (reference: ``../shared/reference/claude-code-stream-json.md``):
 
-* the prompt goes right after ``-p``: ``--allowedTools``/``--disallowedTools`` are variadic and
-  swallow a positional prompt placed after them (§2, ``l_variadic_option_eats_prompt``); every
-  variadic list is followed by another option;
+* **no prompt on the command line**: a command line is readable by every local user
+  (``/proc/PID/cmdline``, ``ps``), and prompts carry alert texts, labels and links. The prompt is
+  written to the CLI's stdin, a pipe closed right after it (the CLI reads ``-p``'s prompt from
+  stdin when no prompt argument is given, §2; a pipe that sends data and closes costs no wait,
+  unlike §9's silent open pipe, ``k_stdin_open_pipe``), so ``-p`` has no argument and no variadic
+  option (``--allowedTools``, ``--add-dir``: §2, ``l_variadic_option_eats_prompt``) can swallow
+  one; the appended system prompt is a file the caller wrote (``--append-system-prompt-file``,
+  hidden from ``--help``, §2). Both were checked with the real CLI against the fake API
+  (``tests/realcli/test_prompt_channels.py``: the model gets both texts exactly, a resume too).
+  This also keeps every argument under the kernel's per-argument limit (``MAX_ARG_STRLEN``,
+  128 KiB: ``execve`` fails with E2BIG) whatever the texts' size; the wire schema, which the CLI
+  takes inline only (§5.5), is checked against it;
 * ``--verbose`` is required with stream-json (§2); ``--json-schema`` takes inline JSON (§5.5);
-* stdin is ``/dev/null``: an open pipe costs a 3 s wait (§9, ``k_stdin_open_pipe``);
-* no argument may exceed the kernel's per-argument limit (``MAX_ARG_STRLEN``, 128 KiB: ``execve``
-  fails with E2BIG), so large texts travel another way the pinned CLI supports (issue #9 §4): a
-  prompt over :data:`INLINE_TEXT_MAX` is written to stdin, a pipe closed right after it (the CLI
-  reads ``-p``'s prompt from stdin when no prompt argument is given, §2; a pipe that sends data
-  and closes costs no wait, unlike §9's silent open pipe), and a system prompt over it is written
-  to a file passed as ``--append-system-prompt-file`` (hidden from ``--help``, §2). Both were
-  checked with the real CLI against the fake API (``tests/realcli/test_issue_9_large_texts.py``);
 * ``--resume`` needs the same HOME and cwd and forgets ``--json-schema`` and
   ``--append-system-prompt`` (§8), so a resume repeats every flag;
 * the child gets a minimal environment (PATH, its HOME, locale/TZ, ``ANTHROPIC_*``,
-  ``CLAUDE_CODE_*``, and an explicit allow-list), not the supervisor's;
+  ``CLAUDE_CODE_*``, and an explicit allow-list), not the supervisor's; tier 0, the probe
+  (``--model tierops-probe``), gets less (:func:`tier0_env`): none of the CLI's or TierOps'
+  variables, nothing secret-named, a HOME of its own instead of the CLI's (which holds its login),
+  plus the variables its command checks name (``app/probe/environment.py``);
 * its own process group (``start_new_session``) so a timeout, a Stop or an abort (the caller saw
   in the output that the run cannot succeed: rejected credentials, ``session.py``) kills the whole tree:
   SIGTERM to the group, SIGKILL after a grace period, then any descendant that left the group
@@ -66,6 +70,7 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -80,7 +85,10 @@ from pathlib import Path
 import psutil
 
 from app import children
+from app.config import PROBE_MODEL
 from app.errors import CLIError  # also imported from here by callers (session)
+from app.probe.environment import probe_environment
+from app.probe.executor import checks_argument
 from app.stream.reader import aiter_line_batches
 from app.tasks import spawn
 
@@ -106,9 +114,6 @@ PIPE_LIMIT = 1024 * 1024
 READ_CHUNK = 128 * 1024
 # The kernel's limit on one argument, terminating NUL included (MAX_ARG_STRLEN = 32 pages).
 MAX_ARG_STRLEN = 128 * 1024
-# Texts above this (UTF-8 bytes) go through stdin or a file, not the command line: well under the
-# per-argument limit, and two of them plus the schema and the environment stay far below ARG_MAX.
-INLINE_TEXT_MAX = 64 * 1024
 # psutil create_time() is boot time (whole seconds, re-read from /proc/stat, which moves when the
 # clock is stepped) + start ticks: two readings of one process may differ by up to a second.
 START_TIME_TOLERANCE = 1.0
@@ -127,7 +132,7 @@ class CLINotFound(CLIError):
 @dataclass
 class Launch:
     """Everything needed to start one CLI process. ``stdin``: bytes written to the CLI's stdin
-    (then closed), or None for ``/dev/null``."""
+    (then closed: the prompt), or None for ``/dev/null``."""
 
     argv: list[str]
     cwd: Path
@@ -157,34 +162,23 @@ class ProcessOutcome:
     duration_s: float = 0.0
 
 
-def too_long_for_argv(text: str) -> bool:
-    """True when ``text`` must not be passed as a command-line argument (see INLINE_TEXT_MAX)."""
-    return len(text.encode("utf-8", "surrogatepass")) > INLINE_TEXT_MAX
-
-
 def stdin_bytes(text: str) -> bytes:
     """A prompt as written to the CLI's stdin (valid UTF-8 whatever the text holds)."""
     return text.encode("utf-8", "replace")
 
 
-def build_argv(binary: str | Sequence[str], *, prompt: str, model: str, wire_schema: str | None, system_prompt: str,
+def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | None, system_prompt_file: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
-               add_dirs: Sequence[str] = (), resume: str | None = None, prompt_on_stdin: bool = False,
-               system_prompt_file: str | None = None, max_budget_usd: float | None = None) -> list[str]:
-    """The command line. ``prompt_on_stdin``: no prompt argument (the caller writes the prompt to
-    stdin, reference §2). ``system_prompt_file``: ``--append-system-prompt-file`` instead of the
-    inline ``--append-system-prompt`` (the file holds ``system_prompt``). ``wire_schema`` None:
-    no ``--json-schema`` (prompted output mode, issue #11: the schema is in the prompt).
-    ``binary`` may be a command with leading arguments (tier 0: ``python -m app probe --checks F``).
+               add_dirs: Sequence[str] = (), resume: str | None = None,
+               max_budget_usd: float | None = None) -> list[str]:
+    """The command line: no prompt and no system prompt in it. ``-p`` takes no argument (the caller
+    writes the prompt to stdin, reference §2) and ``system_prompt_file`` is passed as
+    ``--append-system-prompt-file`` (the caller wrote it). ``wire_schema`` None: no
+    ``--json-schema`` (prompted output mode: the schema is in the prompt). ``binary``
+    may be a command with leading arguments (tier 0: ``python -m app probe --checks F``).
     ``max_budget_usd``: ``--max-budget-usd`` (issue #13; None: none), a single value, not variadic."""
     head = [binary] if isinstance(binary, str) else list(binary)
-    if prompt_on_stdin:
-        argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
-    else:
-        if prompt.startswith("-"):
-            # The CLI's parser would read a leading dash as an option (and fail or misparse).
-            prompt = " " + prompt
-        argv = [*head, "-p", prompt]  # prompt right after -p: variadic options cannot swallow it
+    argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
     if resume:
         argv += ["--resume", resume]
     if add_dirs:
@@ -195,10 +189,7 @@ def build_argv(binary: str | Sequence[str], *, prompt: str, model: str, wire_sch
     argv += ["--model", model, "--output-format", "stream-json", "--verbose"]
     if wire_schema is not None:
         argv += ["--json-schema", wire_schema]
-    if system_prompt_file:
-        argv += ["--append-system-prompt-file", system_prompt_file]
-    else:
-        argv += ["--append-system-prompt", system_prompt]
+    argv += ["--append-system-prompt-file", system_prompt_file]
     if allowed_tools:
         argv += ["--allowedTools", ",".join(allowed_tools)]
     if disallowed_tools:
@@ -230,6 +221,18 @@ def child_env(home: Path, allow: list[str], source: dict[str, str] | None = None
     env.setdefault("PATH", os.defpath)
     env["HOME"] = str(home)
     return env
+
+
+def is_probe(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` starts tier 0: the probe runs as model ``tierops-probe`` (``config.tier(0)``)."""
+    return any(flag == "--model" and value == PROBE_MODEL for flag, value in itertools.pairwise(argv))
+
+
+def tier0_env(launch: Launch) -> dict[str, str]:
+    """The probe's environment instead of the CLI's ``launch.env``: no credential of the CLI or of
+    TierOps, its own HOME, the variables its checks file names (``probe_environment``). Blocking
+    (reads the checks file): call it in a thread."""
+    return probe_environment(launch.env, os.environ, checks_argument(launch.argv[1:]))
 
 
 def resolve_binary(binary: str, path: str | None) -> str:
@@ -352,7 +355,8 @@ class RunningProcess:
         """Start the CLI, feed every stdout batch to ``sink``, end it within bounds. ``on_start``
         gets the started process's identity (to record it) before anything is read."""
         launch = self.launch
-        binary = resolve_binary(launch.argv[0], launch.env.get("PATH"))
+        env = await asyncio.to_thread(tier0_env, launch) if is_probe(launch.argv) else launch.env
+        binary = resolve_binary(launch.argv[0], env.get("PATH"))
         check_arg_sizes(launch.argv)
         out = await _Pipe.open()
         try:
@@ -364,7 +368,7 @@ class RunningProcess:
         started = time.monotonic()
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                binary, *launch.argv[1:], cwd=str(launch.cwd), env=launch.env,
+                binary, *launch.argv[1:], cwd=str(launch.cwd), env=env,
                 stdin=asyncio.subprocess.DEVNULL if launch.stdin is None else asyncio.subprocess.PIPE,
                 stdout=out.write_fd, stderr=err.write_fd, start_new_session=True,
                 preexec_fn=children.die_with_parent(),

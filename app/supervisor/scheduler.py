@@ -7,6 +7,11 @@
 * Exclusivity: an asyncio lock inside the process and an ``flock`` on ``STATE_DIR/cycle.lock``
   between processes (``tierops run`` while ``tierops supervise`` works). A second trigger is
   refused at once with :class:`CycleBusy` naming the holder — it never waits, never runs two.
+  Asking whether a cycle runs never takes the lock (:class:`_CycleLock`: an OFD record lock beside
+  the ``flock`` that probes only test), so a probe cannot make a claim fail.
+* Stop means stop (``halt.py``): :meth:`Supervisor.stop_session`, :meth:`Supervisor.stop_all` and
+  :meth:`Supervisor.shutdown` set the running cycle's ``Halt`` besides killing the running CLI,
+  so no later tier starts; after ``shutdown`` no cycle is claimed (:class:`StopRequested`).
 * The sweep (issue #9 §4: no session row stays ``running`` unless its CLI is alive): at start,
   and again at the start of every cycle, each supervised session still ``running`` that is not
   one of this process's live sessions (``handles``) is ended ``interrupted``. Before its row is
@@ -62,6 +67,7 @@ import fcntl
 import json
 import logging
 import os
+import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -89,6 +95,7 @@ from app.store.rows import ChainLink, SessionRow
 from app.supervisor.alerts import run_next_queued
 from app.supervisor.chain import BudgetSpent, run_chain
 from app.supervisor.credentials import ModelTiersPaused
+from app.supervisor.halt import SHUTTING_DOWN, Halt, StopRequested
 from app.supervisor.hub import Hub
 from app.supervisor.runner import kill_leftover
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
@@ -100,7 +107,23 @@ log = logging.getLogger(__name__)
 __all__ = ["CycleBusy", "Supervisor", "status"]
 
 
+# ``struct flock`` (Linux): l_type, l_whence, l_start, l_len, l_pid and the padding to 32 bytes.
+_FLOCK = struct.Struct("hhqqi4x")
+_OFD_LOCKS = hasattr(fcntl, "F_OFD_GETLK") and _FLOCK.size == 32
+
+
 class _CycleLock:
+    """The cycle's ``flock`` on ``cycle.lock``, plus a probe that never takes it.
+
+    The claim is the ``flock`` (refused at once while another open file holds it). Beside it the
+    holder keeps an open-file-description record lock (``F_OFD_SETLK``, Linux) on the whole file:
+    a probe (``/healthz``, ``/metrics``, the overview, the sweep's "is anyone running?") asks the
+    kernel with ``F_OFD_GETLK`` whether that lock is held, which takes nothing. A probe that took
+    the ``flock`` itself, even for an instant, made a claim in another process at that moment
+    fail with :class:`CycleBusy` and its scheduled cycle be skipped. The two kinds of lock do not
+    interact on Linux, and both end when the holder's file is closed (or the holder dies). Where
+    OFD locks are missing the probe falls back to trying the ``flock``."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
@@ -116,22 +139,38 @@ class _CycleLock:
             raise CycleBusy(f"a cycle is already running ({holder}); try again when it has finished") from None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "started_at": utcnow(), "what": what}).encode())
+        if _OFD_LOCKS:
+            try:  # the probes' beacon; the flock alone still excludes every other claim
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+            except OSError as exc:
+                log.warning("cycle lock %s: no probe lock (%s); probes try the flock instead", self.path,
+                            exc.strerror or exc)
         self._fd = fd
 
     def holder(self) -> str | None:
         """Issue #14: who runs a cycle (the holder the lock file records: this process's own when it
-        holds the lock, another's when its probe finds it taken), or None when none runs."""
+        holds the lock, another's when its probe finds it taken), or None when none runs. Takes no
+        lock (see the class)."""
         if self._fd is not None:
             return _read_holder(self._fd)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd)
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # no process ever claimed a cycle here
+        try:
+            held = _probe(fd)
+            if held is None:  # no OFD locks here: try the flock, as a claim would
+                fallback = os.open(self.path, os.O_RDWR)
+                try:
+                    fcntl.flock(fallback, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = False
+                except BlockingIOError:
+                    held = True
+                finally:
+                    os.close(fallback)
+            return _read_holder(fd) if held else None
         finally:
-            os.close(fd)  # closing drops our probe lock
-        return None
+            os.close(fd)
 
     def held_elsewhere(self) -> bool:
         return self.holder() is not None
@@ -140,6 +179,18 @@ class _CycleLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _probe(fd: int) -> bool | None:
+    """Whether another open file holds the cycle's probe lock (``F_OFD_GETLK``: nothing is taken);
+    None when this system cannot tell (no OFD locks)."""
+    if not _OFD_LOCKS:
+        return None
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    except OSError:
+        return None
+    return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
 
 
 def _read_holder(fd: int) -> str:
@@ -206,6 +257,8 @@ class Supervisor:
         self.last_ok_at: str | None = None  # when the last cycle that did not fail finished
         self.consecutive_failures = 0
         self._unhealthy_since: str | None = None  # an open "monitor unhealthy" episode (its dedup key)
+        self._halt = Halt()  # the running cycle's stop flag (halt.py): a new one per claimed cycle
+        self._stopping: str | None = None  # set by shutdown(): no cycle is claimed any more
 
     @property
     def busy(self) -> bool:
@@ -277,10 +330,13 @@ class Supervisor:
     def _claim(self, what: str) -> asyncio.Future[int]:
         """Take the cycle, or raise CycleBusy at once. The flock also excludes this process
         itself (flock locks belong to the open file), so two claims can never both succeed."""
+        if self._stopping is not None:
+            raise StopRequested(f"no cycle starts: {self._stopping}")
         if self._running:
             raise CycleBusy("a cycle is already running in this process; try again when it has finished")
         self._file_lock.acquire(what)
         self._running = True
+        self._halt = Halt()
         self.cycle += 1
         self.first_session = asyncio.get_running_loop().create_future()
         return self.first_session
@@ -306,7 +362,7 @@ class Supervisor:
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track, spec=spec,
                                     parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier,
-                                    incidents=incidents)
+                                    incidents=incidents, halt=self._halt)
             self.last_chain = chain
             _log_cycle_end(cycle, chain, time.monotonic() - started)
             await self._cycle_finished(chain, None)
@@ -318,6 +374,10 @@ class Supervisor:
             raise
         except (BudgetSpent, ModelTiersPaused) as exc:  # no session could start: a skip, not a failure
             await self._cycle_skipped(cycle, exc)
+            raise
+        except StopRequested as exc:  # stopped before its first session started: nothing ran, nothing failed
+            log.warning("cycle %d stopped before its first session: %s", cycle, oneline(exc),
+                        extra={"cycle": cycle, "status": SessionStatus.INTERRUPTED})
             raise
         except Exception as exc:  # logged once by whoever started the cycle; here only its health
             await self._cycle_finished(None, exc)
@@ -366,7 +426,9 @@ class Supervisor:
                 self._running = False
                 self._file_lock.release()
             if not task.cancelled() and (exc := task.exception()) is not None and not _skip(exc):
-                log.error("cycle %d failed: %s: %s", cycle, type(exc).__name__, oneline(exc), exc_info=exc,
+                # A storage condition (a full disk) is not a bug: its line says it, without a traceback.
+                log.error("cycle %d failed: %s: %s", cycle, type(exc).__name__, oneline(exc),
+                          exc_info=None if _storage_error(None, exc) else exc,
                           extra={"cycle": cycle, "trigger": trigger, "tier": tier})
 
         task = asyncio.create_task(body(), name=f"tierops-cycle-{trigger}")
@@ -486,17 +548,24 @@ class Supervisor:
 
     def _track(self, pk: int, handle: SessionHandle) -> None:
         self.handles[pk] = handle
+        if self._halt.reason is not None:  # stopped while this session was being created: its CLI ends at once
+            handle.stop(STOPPED_BY_SHUTDOWN if self._stopping is not None else STOPPED_BY_OPERATOR)
         if self.first_session is not None and not self.first_session.done():
             self.first_session.set_result(pk)
 
     def stop_session(self, pk: int) -> bool:
+        """Stop session ``pk`` of this process's cycle, and the chain with it: no later tier starts
+        (an operator who stops a session does not want the next, more privileged one)."""
         handle = self.handles.get(pk)
         if handle is None:
             return False
+        self._halt.request(f"session {pk} was {STOPPED_BY_OPERATOR}")
         handle.stop()
         return True
 
     def stop_all(self, reason: str = STOPPED_BY_OPERATOR) -> None:
+        """Stop the running cycle: its sessions' process groups, and every tier not started yet."""
+        self._halt.request(reason)
         for handle in list(self.handles.values()):
             handle.stop(reason)
 
@@ -539,6 +608,8 @@ class Supervisor:
             started = time.monotonic()
             try:
                 await self.run_cycle(tier=self.settings.first_tier, trigger=Trigger.SCHEDULE)
+            except StopRequested:  # this process is stopping (logged where that was decided)
+                pass
             except CycleBusy as exc:
                 log.warning("scheduled cycle skipped: %s", exc)
             except (BudgetSpent, ModelTiersPaused):  # tier 1 first, and it may not start: logged as a skip
@@ -552,7 +623,10 @@ class Supervisor:
 
     async def shutdown(self) -> None:
         """Stop running sessions (their process groups) and wait for the cycle to wind down; then
-        let the heartbeat and the notifications out (a few seconds at most: issue #13)."""
+        let the heartbeat and the notifications out (a few seconds at most). From here on
+        no CLI starts: not the next tier of the running chain, not a new cycle (``halt.py``)."""
+        self._stopping = SHUTTING_DOWN
+        self._halt.request(SHUTTING_DOWN)
         self.stop_all(STOPPED_BY_SHUTDOWN)
         if self.current_task and not self.current_task.done():
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -689,7 +763,7 @@ class Supervisor:
 
 def _skip(exc: BaseException) -> bool:
     """A cycle that raised this was skipped (logged as such by ``_run_claimed``), not failed."""
-    return isinstance(exc, (BudgetSpent, ModelTiersPaused))
+    return isinstance(exc, (BudgetSpent, ModelTiersPaused, StopRequested))
 
 
 def _storage_error(chain: list[ChainLink] | None, exc: BaseException | None) -> str | None:

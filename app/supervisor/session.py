@@ -9,10 +9,16 @@ listing the validation errors. ``TIEROPS_OUTPUT_MAX_RETRIES`` bounds it. Each at
 and marks the session degraded. Failures (``is_error``, error subtypes, no result line) are not
 retried: they are recorded with their reason.
 
-Large texts (issue #9 §4): a system prompt too long for the command line
-(:func:`runner.too_long_for_argv`) is written to ``SYSTEM_PROMPT_FILE`` in the session's cwd and
-passed as ``--append-system-prompt-file`` on every run, resumes included; a prompt too long is
-written to the CLI's stdin. The full texts are stored in the database as before.
+Prompts (``runner.py``): every prompt and the appended system prompt are built from redacted
+text (the recorder's redactor: the environment's secrets and the dashboard token, and every
+known shape, ``app/redact.py``), whatever the trigger: an alert's annotations and labels are
+senders' text. Neither is ever on the command line: the prompt is written to the CLI's stdin and
+the system prompt to ``SYSTEM_PROMPT_FILE`` in the session's cwd (0600, rewritten before every
+run, resumes included, as the CLI forgets it on resume and the model may have changed the file),
+passed as ``--append-system-prompt-file``. The database keeps exactly what the CLI was given.
+
+The CLI's own transcript (``HOME/.claude/projects/…``, every tool output verbatim) is removed once
+the session is final, after output recovery (``app/engine/cli_transcripts.py``).
 
 Guards (issue #13): a dry run (``TierRequest.dry_run``) gets only the read-only rules
 (``READ_ONLY_TOOLS``) as ``--allowedTools``, never the tier's own (tiers 2-3 allow a general
@@ -47,6 +53,7 @@ finalize, the one place every session ends, which is told the chain for its fiel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -54,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.config import READ_ONLY_TOOLS, Settings, TierConfig
+from app.engine.cli_transcripts import remove_session_files
 from app.engine.outcomes import AttemptOutcome
 from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
@@ -69,6 +77,7 @@ from app.store import processes, sessions
 from app.store.db import Database
 from app.supervisor.context import recovery_prompt
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
+from app.supervisor.halt import Halt
 from app.supervisor.hub import Hub
 from app.supervisor.runner import (
     Launch,
@@ -79,14 +88,13 @@ from app.supervisor.runner import (
     build_argv,
     child_env,
     stdin_bytes,
-    too_long_for_argv,
 )
 from app.tasks import spawn
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, AttemptKind, SessionStatus
 
 log = logging.getLogger(__name__)
 
-# In the session's cwd: the appended system prompt when it is too long for the command line.
+# In the session's cwd: the appended system prompt (--append-system-prompt-file), 0600.
 SYSTEM_PROMPT_FILE = ".tierops-system-prompt.md"
 
 
@@ -154,9 +162,14 @@ class SessionHandle:
 
 async def run_tier_session(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None,
                            req: TierRequest, handle: SessionHandle | None = None,
-                           on_start: Callable[[int, SessionHandle], None] | None = None) -> SessionResult:
+                           on_start: Callable[[int, SessionHandle], None] | None = None,
+                           halt: Halt | None = None) -> SessionResult:
     """1. create the session row; 2. spawn and stream; 3. recover output by resuming;
-    4. finalize (route, status) and return the report."""
+    4. finalize (route, status) and return the report. ``halt``: the cycle's stop flag; once a stop
+    or a shutdown set it, no session starts (:class:`~app.supervisor.halt.StopRequested`, raised
+    before the row exists)."""
+    if halt is not None:
+        halt.check()  # stop means stop: no new CLI once a stop of the chain or a shutdown is requested
     handle = handle or SessionHandle()
     if req.tier >= FIRST_MODEL_TIER and (paused := await model_tiers_paused(db, settings)) is not None:
         raise ModelTiersPaused(paused)  # before the row: nothing to record, the caller says why
@@ -168,7 +181,9 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     allowed_tools, disallowed_tools = tools_for(cfg, req.dry_run)
     options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
                                             output_mode=spec.mode, budget=budget)
-    rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=req.prompt,
+    redact = options.redact or db.redact  # the stream's redactor: what the CLI is given, the row keeps
+    prompt = redact(req.prompt)
+    rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=prompt,
                                       trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec,
                                       dry_run=req.dry_run, max_budget_usd=budget.usd if budget else None)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
@@ -187,6 +202,13 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     rejected: CredentialsRejected | None = None  # the API refused the credentials the CLI was given
     env: dict[str, str] = {}
     home: Path | None = None
+    cwd: Path | None = None
+
+    def forget_cli_transcript() -> None:
+        """The session is final (no resume follows): the CLI's verbatim copy goes."""
+        if home is not None:
+            remove_session_files(home, str(cwd) if cwd else None, rec.session_id)
+
     try:
         state = settings.state_dir.resolve()
         cwd = state / "sessions" / str(rec.session_pk)
@@ -203,24 +225,25 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
         wire_schema = None if prompted else validator.wire_schema()
-        first_prompt = f"{req.prompt}\n\n{format_section(spec.schema)}" if prompted else req.prompt
-        system_file = _system_prompt_file(cwd, req.system_prompt)
+        first_prompt = f"{prompt}\n\n{format_section(spec.schema)}" if prompted else prompt
+        system_text = redact(req.system_prompt)
+        system_file = cwd / SYSTEM_PROMPT_FILE
 
-        def launch_for(prompt: str, resume: str | None = None, budget_usd: float | None = None) -> Launch:
+        def launch_for(text: str, resume: str | None = None, budget_usd: float | None = None) -> Launch:
             """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and
-            ``--append-system-prompt`` (reference §8); a prompt too long for the command line
-            goes to stdin."""
-            on_stdin = too_long_for_argv(prompt)
-            argv = build_argv(cfg.command, prompt=prompt, model=cfg.model, wire_schema=wire_schema,
-                              system_prompt=req.system_prompt, allowed_tools=allowed_tools,
+            ``--append-system-prompt`` (reference §8), so the system prompt's file is written
+            again too. ``text`` (redacted by the caller) goes to stdin; the command line holds
+            neither text."""
+            _write_private(system_file, system_text)
+            argv = build_argv(cfg.command, model=cfg.model, wire_schema=wire_schema,
+                              system_prompt_file=str(system_file), allowed_tools=allowed_tools,
                               disallowed_tools=disallowed_tools, max_turns=cfg.max_turns,
-                              add_dirs=settings.read_dirs(), resume=resume, prompt_on_stdin=on_stdin,
-                              system_prompt_file=system_file, max_budget_usd=budget_usd)
-            return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(prompt) if on_stdin else None)
+                              add_dirs=settings.read_dirs(), resume=resume, max_budget_usd=budget_usd)
+            return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(text))
 
         launch = launch_for(first_prompt, budget_usd=budget.usd if budget else None)
         await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
-                                  argv=launch.argv, system_prompt=req.system_prompt)
+                                  argv=launch.argv, system_prompt=system_text)
         log.info("session %d started: tier %d (%s), trigger %s%s", rec.session_pk, req.tier, cfg.model, req.trigger,
                  f", parent session {req.parent_pk}" if req.parent_pk is not None else "",
                  extra={**rec.log_context, "model": cfg.model, "trigger": req.trigger, "parent": req.parent_pk})
@@ -259,7 +282,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             errors = outcome.validation.errors_as_dicts() if outcome.validation else []
             again = (recovery_section(errors, outcome.has_output) if prompted
                      else recovery_prompt(errors, outcome.has_output))
-            resume = launch_for(again, resume=rec.session_id, budget_usd=left)
+            resume = launch_for(redact(again), resume=rec.session_id, budget_usd=left)
             proc_out = await _spawn(handle, resume, sink, settings, record, db, rec.session_pk)
             exit_code, stderr_tail = proc_out.exit_code, proc_out.stderr_tail or stderr_tail
             rejected = rec.credentials_rejected
@@ -278,6 +301,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         # row 'running'; the process group was killed by the runner's own cancellation path.
         await rec.finalize(status=SessionStatus.INTERRUPTED, reason="supervisor stopped while the session ran",
                            exit_code=exit_code, stderr_tail=stderr_tail or None)
+        forget_cli_transcript()
         raise
     except StorageUnavailable as exc:
         # Storage stayed broken past TIEROPS_STORAGE_RETRY_LIMIT: the runner killed the CLI when its
@@ -289,16 +313,19 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         except (StorageUnavailable, TimeoutError):
             log.error("session %d: its final status could not be stored (%s); the next sweep marks it", rec.session_pk,
                       oneline(exc), extra={**rec.log_context, "status": SessionStatus.FAILED})
+        forget_cli_transcript()  # no resume follows either way
         raise
     except Exception as exc:
         # A bug (ours, or storage failing): the session failed, and the operator sees why (issue #8).
         log.exception("session %d: internal error", rec.session_pk, extra=rec.log_context)
         await rec.finalize(status=SessionStatus.FAILED, reason=f"internal error: {type(exc).__name__}: {exc}",
                            exit_code=exit_code, stderr_tail=stderr_tail or None)
+        forget_cli_transcript()
         raise
     await _settle(records)
     report = await rec.finalize(status=override[0] if override else None, reason=override[1] if override else None,
                                 exit_code=exit_code, stderr_tail=stderr_tail or None)
+    forget_cli_transcript()  # after output recovery: no resume will follow
     if hub:
         hub.notify(rec.session_pk, "session_finished", status=report["status"])
     if rejected is not None:
@@ -316,16 +343,16 @@ def _spent(outcomes: list[AttemptOutcome]) -> float:
     return sum(o.result.total_cost_usd or 0.0 for o in outcomes if o.result is not None)
 
 
-def _system_prompt_file(cwd: Path, text: str) -> str | None:
-    """The file to pass as ``--append-system-prompt-file`` when ``text`` is too long for the
-    command line (written here, private to the supervisor's user), else None (inline)."""
-    if not too_long_for_argv(text):
-        return None
-    path = cwd / SYSTEM_PROMPT_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _write_private(path: Path, text: str) -> None:
+    """``text`` in a new file at ``path`` readable by this user only (0600, whatever the umask),
+    replacing what is there: in the CLI's cwd a model's tools may have changed the old file or put
+    a link in its place, which is removed, never followed."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), 0o600)
         fh.write(text.encode("utf-8", "replace"))
-    return str(path)
 
 
 async def _settle(records: list[asyncio.Task[None]]) -> None:

@@ -101,11 +101,19 @@ async def _investigate(supervisor: Supervisor, row: IncidentRow, change: Change,
         return f"Not investigated: {verdict.held[0][1] if verdict.held else 'not escalated'}."
     if (why := await _why_no_model(supervisor)) is not None:
         return f"Not investigated: {why}. A human must look."
-    queued = await run_queue.enqueue(supervisor.db, source=Trigger.ALERT, tier=FIRST_MODEL_TIER,
-                                     prompt=investigation_prompt(row, window), incident_id=row["id"],
-                                     limit=supervisor.settings.alert_queue_max)
-    if queued is None:
-        return (f"Not investigated: the run queue is full (TIEROPS_ALERT_QUEUE_MAX="
-                f"{supervisor.settings.alert_queue_max}). A human must look.")
+    # As for an alert opening an incident (app/supervisor/alerts.py): coalesced with a queued run of
+    # the same service, and when the queue is full the incident says so and needs attention.
+    prompt = investigation_prompt(row, window)
+    limit = supervisor.settings.alert_queue_max
+    full = (f"not investigated after maintenance window {window}: the run queue is full (TIEROPS_ALERT_QUEUE_MAX="
+            f"{limit} runs wait, none of them for this service); a human must look")
+    queued = await run_queue.enqueue_investigation(
+        supervisor.db, source=Trigger.ALERT, tier=FIRST_MODEL_TIER, incident_id=row["id"], service=row["service"],
+        prompt=prompt, addition=f"\n\n---\n\nIncident #{row['id']} of the same service needs a look too:\n\n{prompt}",
+        short=f"\n- Also incident #{row['id']}, key {row['key']}: {row['title'][:200]}", limit=limit, full_reason=full)
+    if queued.row is None:
+        return f"Not investigated: the run queue is full (TIEROPS_ALERT_QUEUE_MAX={limit}). A human must look."
     supervisor.queue_wake.set()  # the queue worker starts it (and marks the incident escalated) when a cycle is free
-    return f"Investigating: tier {FIRST_MODEL_TIER} queued as run #{queued['id']}; the outcome follows."
+    if queued.kind == "coalesced":
+        return f"Investigating: joined run #{queued.row['id']}, queued for the same service; the outcome follows."
+    return f"Investigating: tier {FIRST_MODEL_TIER} queued as run #{queued.row['id']}; the outcome follows."

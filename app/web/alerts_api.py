@@ -1,19 +1,23 @@
-"""Alerts in (issue #13): ``POST /api/v1/alerts`` and the run queue, ``GET /api/v1/queue``.
+"""Alerts in (issue #13): ``POST``/``PUT /api/v1/alerts`` and the run queue, ``GET /api/v1/queue``.
 
 A module of its own because this endpoint is the one a *machine* outside TierOps calls:
-Alertmanager's webhook receiver, Grafana's webhook contact point or a script. It may
-authenticate with ``TIEROPS_WEBHOOK_TOKEN`` instead of the API token (bearer, or ``?token=`` for
-senders that cannot set headers; ``app/web/auth.py`` checks it, for this endpoint only), and its
-body is one of three shapes, told apart and validated by ``app/engine/alerts.py``: a problem is a
-422 listing every ``{path, message}``, like the other endpoints. The body is read by
-``common.json_body`` (415 for another media type, 413 beyond ``API_BODY_MAX_BYTES``, refused
-while reading).
+Alertmanager's webhook receiver, Grafana's webhook contact point (unified or legacy; its HTTP
+method may be PUT) or a script. It may authenticate with ``TIEROPS_WEBHOOK_TOKEN`` instead of the
+API token (bearer, ``?token=`` for senders that cannot set headers, or either token as the HTTP
+Basic password; ``app/web/auth.py`` checks it, for this endpoint only), and its body is one of
+four shapes, told apart and validated by ``app/engine/alerts.py``: a problem is a 422 listing
+every ``{path, message}``, like the other endpoints.
 
-The answer is 202 with one item per alert: its fingerprint, the incident it opened, updated or
-resolved (or ``ignored``), and the run: the session started, the queued run, or why none. The
-alerts of one group (``TIEROPS_ALERT_GROUPING=group``) share their incident and its run.
-A payload that would open an incident while the run queue is full is 503 ``queue_full`` with
-nothing written (the sender retries).
+Size is never a reason to drop a sender's payload (Alertmanager sends a whole group per webhook
+and retries only 5xx): the body has its own limit, ``TIEROPS_ALERT_BODY_MAX_BYTES`` (32 MiB by
+default; 413 naming it beyond, refused while reading), and no field or alert count of a payload
+is refused for its size (see the engine). Every text is redacted before it is cut or used.
+
+The answer is 202 with one item per alert: its fingerprint, the severity read, the incident it
+opened, updated or resolved (or ``ignored``), and the run: the session started, the queued run
+(``coalesced`` when it joined a run of the same service), or why none (``attention`` when the
+incident now needs a human). The alerts of one group (``TIEROPS_ALERT_GROUPING=group``) share
+their incident and its run. A full run queue never refuses an alert: it is recorded and told.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.engine.alerts import AlertPayloadError, parse_payload
 from app.store import run_queue
-from app.supervisor.alerts import AlertOutcome, QueueFull, receive_alerts
+from app.supervisor.alerts import AlertOutcome, receive_alerts
 from app.web.common import ApiError, choice_param, int_param, json_body, state
 from app.web.openapi import QUEUE_LIMIT, AlertResult, AlertsAccepted
 
@@ -40,22 +44,24 @@ class AlertBody(RootModel[Any]):
 
 def _result(o: AlertOutcome) -> AlertResult:
     return {"fingerprint": o.alert.fingerprint,
+            "severity": o.alert.severity,
             "incident_id": o.change.incident["id"] if o.change is not None else None,
             "change": o.change_word,
-            "run": {"session_id": o.run.session_pk, "queued_id": o.run.queued_id, "why_not": o.run.why_not}}
+            "run": {"session_id": o.run.session_pk, "queued_id": o.run.queued_id, "coalesced": o.run.coalesced,
+                    "why_not": o.run.why_not, "attention": o.run.needs_human}}
 
 
 async def alerts(request: Request) -> Response:
-    body = await json_body(request, AlertBody)
+    st = state(request)
+    settings = st.settings
+    body = await json_body(request, AlertBody, limit=settings.alert_body_max_bytes,
+                           setting="TIEROPS_ALERT_BODY_MAX_BYTES")
     try:
-        source, parsed = parse_payload(body.root)
+        source, parsed = parse_payload(body.root, default_severity=settings.alert_default_severity,
+                                       max_alerts=settings.alert_max_alerts, redact=st.db.redact)
     except AlertPayloadError as exc:
         raise ApiError(422, "invalid_body", exc.problems) from None
-    st = state(request)
-    try:
-        outcomes = await receive_alerts(st.supervisor, parsed)
-    except QueueFull as exc:
-        raise ApiError(503, "queue_full", str(exc)) from None
+    outcomes = await receive_alerts(st.supervisor, parsed)
     log.info("received %d alert(s) from %s: %s", len(parsed), source,
              ", ".join(f"{o.change_word} {o.change.incident['key'] if o.change else o.alert.key}" for o in outcomes[:10])
              + (" …" if len(outcomes) > 10 else ""))

@@ -43,6 +43,7 @@ from app.supervisor.remote_stop import StopRefused, stop_anywhere
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, Trigger, values
 from app.web import alerts_api, approvals_api, incidents_api, maintenance_api, notifications_api, stats_api
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
+from app.web.faults import storage_fault, unavailable
 from app.web.limits import (
     MEMORY_CATEGORY_MAX,
     MEMORY_DEFAULT_CONFIDENCE,
@@ -277,6 +278,8 @@ async def runs(request: Request) -> Response:
     except ModelTiersPaused as exc:  # the API rejected these credentials: no session was created
         raise ApiError(409, "model_tiers_paused", str(exc)) from None
     except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+        if (reason := storage_fault(exc)) is not None:  # a full disk is 503, not a server error
+            raise unavailable(f"the cycle could not start: {reason}") from None
         raise ApiError(500, "run_failed", f"the cycle could not start: {exc}") from None
     if started.session_pk is None:
         raise ApiError(503, "run_not_started", "the cycle did not create its session in time; see /api/v1/sessions")
@@ -430,7 +433,7 @@ routes = [
     Route("/approvals/{id}/reject", _documented("/approvals/{id}/reject", approvals_api.reject_endpoint),
           methods=["POST"]),
     Route("/cooldowns", _documented("/cooldowns", cooldowns)),
-    Route("/alerts", _documented("/alerts", alerts_api.alerts), methods=["POST"]),  # issue #13
+    Route("/alerts", _documented("/alerts", alerts_api.alerts), methods=["POST", "PUT"]),  # issue #13; PUT: Grafana
     Route("/queue", _documented("/queue", alerts_api.queue)),
     Route("/stats", _documented("/stats", stats_api.stats)),  # issue #14
     Route("/maintenance", _documented("/maintenance", maintenance_api.maintenance), methods=["GET", "POST"]),

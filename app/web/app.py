@@ -8,7 +8,9 @@ sessions' process groups, cancel those tasks, close the store. One uvicorn worke
 
 Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
 raised by a handler becomes JSON ``{error, detail}`` under ``/api/`` and for SSE streams, and
-the error page (with the usual nav) everywhere else.
+the error page (with the usual nav) everywhere else; a storage condition (a full disk, an I/O
+error, a lock held past the busy timeout) is a 503 with ``Retry-After`` and the reason
+(``faults.py``), never a 500.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from app.web.auth import (
     token_ok,
 )
 from app.web.common import ApiError, WebState, json_error, state
+from app.web.faults import StorageFaults
 from app.web.templating import WEB_DIR, error_page, page
 
 log = logging.getLogger(__name__)
@@ -254,8 +257,9 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         await supervisor.start()  # issue #13: the notification sender (stopped by shutdown below)
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
-        # Issue #10: prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily.
-        pruner = spawn(prune_daily(db, settings), "tierops-prune") if settings.retention_days > 0 else None
+        # Prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily; with
+        # retention off too, for the claude CLI's own transcripts left behind (engine/retention.py).
+        pruner = spawn(prune_daily(db, settings), "tierops-prune")
         # Issue #13: pending approvals expire on time even when no cycle starts (checked every 30 s).
         approvals_watch = spawn(supervisor.watch(), "tierops-watch")
         # Issue #13: runs queued by alerts start when the cycle is free (woken when a cycle ends).
@@ -301,7 +305,8 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     app = Starlette(
         routes=routes, lifespan=lifespan,
         middleware=[Middleware(SecurityMiddleware, token=token, webhook_token=(
-            settings.webhook_token.get_secret_value() if settings.webhook_token else None))],
+            settings.webhook_token.get_secret_value() if settings.webhook_token else None)),
+            Middleware(StorageFaults)],  # a full disk, an I/O error, a lock: 503 with the reason (faults.py)
         exception_handlers={HTTPException: http_error, Exception: server_error},
     )
     app.state.metrics = Metrics()

@@ -29,6 +29,7 @@ from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.incidents import NOTE_MAX
 from app.web.approvals_api import reject
 from app.web.common import ApiError, path_int, state
+from app.web.faults import storage_fault, unavailable
 from app.web.incidents_api import actor_for
 from app.web.pages import read_form
 from app.web.templating import page
@@ -95,6 +96,8 @@ async def _decide(request: Request, approve: bool) -> Response:
         except (ApprovalStateError, CycleBusy) as exc:
             error, status = f"Cannot {'approve' if approve else 'reject'}: {exc}.", 409
         except Exception as exc:  # the approved tier failed before its first session (logged by the supervisor)
+            if (reason := storage_fault(exc)) is not None:
+                raise unavailable(f"approval #{pk}: {reason}") from None
             error, status = f"Approved, but the tier could not start: {type(exc).__name__}: {exc}", 500
         else:
             return _back(where, row, "approval_approved" if approve else "approval_rejected")

@@ -26,6 +26,7 @@ from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
 from app.vocab import ApprovalStatus, values
 from app.web.common import ApiError, choice_param, int_param, json_body, path_int, state
+from app.web.faults import storage_fault, unavailable
 from app.web.incidents_api import IncidentAction, actor_for
 from app.web.openapi import APPROVALS_LIMIT, ApprovalStarted
 
@@ -77,6 +78,8 @@ async def approve(request: Request) -> Response:
     except CycleBusy as exc:
         raise ApiError(409, "cycle_running", str(exc)) from None
     except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+        if (reason := storage_fault(exc)) is not None:
+            raise unavailable(f"approval #{pk}: its tier could not start: {reason}") from None
         raise ApiError(500, "run_failed", f"approval #{pk} was approved but its tier could not start: {exc}") from None
     row = await _approval_or_404(st.db, pk)
     if started.session_pk is None:

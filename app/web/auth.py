@@ -10,11 +10,14 @@ untouched; starlette's BaseHTTPMiddleware would buffer them).
 * Without a token, a request whose ``Host`` is not exactly ``localhost``, ``127.0.0.1`` or
   ``[::1]`` (any port) is refused (DNS rebinding: a hostile page on a name resolving to 127.0.0.1
   would otherwise be "same origin").
-* Webhook token (``TIEROPS_WEBHOOK_TOKEN``, issue #13): valid for ``POST /api/v1/alerts`` only, as
-  ``Authorization: Bearer <token>`` or ``?token=<token>`` (Alertmanager and Grafana can set a
-  header; some senders cannot). An alert sender then never holds the API token. The query string
-  is never logged (``app/logs.py`` writes the path alone). Without an API token the server is
-  loopback-only and alerts are accepted from there like every other call.
+* Webhook token (``TIEROPS_WEBHOOK_TOKEN``, issue #13): valid for ``POST``/``PUT /api/v1/alerts``
+  only, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (Alertmanager and Grafana can
+  set a header; some senders cannot). An alert sender then never holds the API token. The query
+  string is never logged (``app/logs.py`` writes the path alone). Without an API token the server
+  is loopback-only and alerts are accepted from there like every other call.
+* HTTP Basic, on that endpoint only (Alertmanager's ``basic_auth``, Grafana's contact point
+  options, legacy Grafana's webhook user/password): any user name, the webhook token or the API
+  token as the password. Elsewhere Basic credentials open nothing.
 * Login throttle (issue #14, :class:`LoginThrottle`): per client address, after
   :data:`LOGIN_MAX_FAILURES` wrong tokens within :data:`LOGIN_WINDOW_S` seconds further attempts
   get 429 with ``Retry-After`` until the oldest of those failures is a window old; a correct token
@@ -29,6 +32,8 @@ untouched; starlette's BaseHTTPMiddleware would buffer them).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
@@ -52,7 +57,8 @@ COOKIE_MAX_AGE = 7 * 24 * 3600
 # /api/docs renders the (already open) OpenAPI document: no data, and a page, not a 401 (issue #14)
 OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json", "/api/docs", "/favicon.ico")
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
-WEBHOOK_PATH = "/api/v1/alerts"  # the one operation TIEROPS_WEBHOOK_TOKEN opens (POST)
+WEBHOOK_PATH = "/api/v1/alerts"  # the one endpoint TIEROPS_WEBHOOK_TOKEN and Basic open (POST, PUT)
+WEBHOOK_METHODS = ("POST", "PUT")  # Grafana's contact point may send PUT
 # Defence in depth behind escaping: no inline script, no plugin, no framing, no MIME sniffing.
 SECURITY_HEADERS = [
     (b"content-security-policy",
@@ -216,29 +222,49 @@ class SecurityMiddleware:
             scope.setdefault("state", {})["authenticated"] = True
             await self.app(scope, receive, send)
             return
-        if self._webhook_ok(scope, bearer):
+        if self._webhook_ok(scope, bearer, basic_password(auth)):
             scope.setdefault("state", {})["webhook"] = True
             await self.app(scope, receive, send)
             return
         if is_api or scope["method"] != "GET" or path.endswith("/stream"):
-            hint = " (alerts: or TIEROPS_WEBHOOK_TOKEN, as a bearer token or ?token=)" if path == WEBHOOK_PATH else ""
+            hint, challenge = "", [(b"www-authenticate", b'Bearer realm="tierops"')]
+            if path == WEBHOOK_PATH:
+                hint = (" (alerts: or TIEROPS_WEBHOOK_TOKEN, as a bearer token or ?token=; or HTTP Basic with either "
+                        "token as the password)")
+                challenge.append((b"www-authenticate", b'Basic realm="tierops", charset="UTF-8"'))
             await _respond(send, 401, True, "unauthorized",
-                           f"send 'Authorization: Bearer <TIEROPS_TOKEN>' or log in at /login{hint}",
-                           extra=[(b"www-authenticate", b'Bearer realm="tierops"')])
+                           f"send 'Authorization: Bearer <TIEROPS_TOKEN>' or log in at /login{hint}", extra=challenge)
             return
         target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", f"/login?next={quote(target, safe='')}".encode())]})
         await send({"type": "http.response.body", "body": b""})
 
-    def _webhook_ok(self, scope: Scope, bearer: str | None) -> bool:
-        """The webhook token, as bearer or ``?token=``, on ``POST /api/v1/alerts`` only."""
-        if self.webhook_token is None or scope["method"] != "POST" or scope["path"] != WEBHOOK_PATH:
+    def _webhook_ok(self, scope: Scope, bearer: str | None, basic: str | None) -> bool:
+        """On ``POST``/``PUT /api/v1/alerts`` only: the webhook token as bearer, ``?token=`` or Basic
+        password, or the API token as Basic password."""
+        if scope["method"] not in WEBHOOK_METHODS or scope["path"] != WEBHOOK_PATH:
             return False
-        if token_ok(self.webhook_token, bearer):
+        if self.token is not None and token_ok(self.token, basic):
+            return True
+        if self.webhook_token is None:
+            return False
+        if token_ok(self.webhook_token, bearer) or token_ok(self.webhook_token, basic):
             return True
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         return any(token_ok(self.webhook_token, offered) for offered in query.get("token", [])[-1:])
+
+
+def basic_password(authorization: str) -> str | None:
+    """The password of ``Authorization: Basic base64(user:password)`` (any user), or None."""
+    if authorization[:6].lower() != "basic ":
+        return None
+    try:
+        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _, sep, password = decoded.partition(":")
+    return password if sep else None
 
 
 async def _respond(send: Send, status: int, as_json: bool, error: str, detail: str,

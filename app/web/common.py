@@ -55,21 +55,23 @@ def json_error(status: int, error: str, detail: Any = None, headers: Mapping[str
     return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
 
 
-async def read_body(request: Request, limit: int, what: str = "request body") -> bytes:
-    """The request body, read chunk by chunk; 413 as soon as it is known to exceed ``limit`` bytes.
+async def read_body(request: Request, limit: int, what: str = "request body", setting: str | None = None) -> bytes:
+    """The request body, read chunk by chunk; 413 as soon as it is known to exceed ``limit`` bytes
+    (naming ``setting`` when the limit is one).
 
     A declared ``Content-Length`` over the limit is refused before anything is read; otherwise
     (chunked, or a lying length) reading stops at the first chunk that crosses the limit, so at
     most ``limit`` + one chunk is ever held. The rest of the body is never read: the server
     closes the connection after the 413."""
+    named = f" ({setting})" if setting else ""
     declared = (request.headers.get("content-length") or "").strip()
     if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
-        raise ApiError(413, "too_large", f"{what} is {declared} bytes; the limit is {limit} bytes")
+        raise ApiError(413, "too_large", f"{what} is {declared} bytes; the limit is {limit} bytes{named}")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise ApiError(413, "too_large", f"{what} is larger than the limit of {limit} bytes")
+            raise ApiError(413, "too_large", f"{what} is larger than the limit of {limit} bytes{named}")
     return bytes(body)
 
 
@@ -141,14 +143,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-async def json_body(request: Request, model: type[M], *, required: bool = True) -> M:
+async def json_body(request: Request, model: type[M], *, required: bool = True, limit: int = API_BODY_MAX_BYTES,
+                    setting: str | None = None) -> M:
     """The JSON body as ``model``. A request without ``Content-Type`` is read as JSON (scripts);
-    another declared media type is 415. No body at all is ``{}`` when the body is optional."""
+    another declared media type is 415. No body at all is ``{}`` when the body is optional.
+    ``limit`` (bytes) and the ``setting`` that sets it: see :func:`read_body`."""
     ctype = request.headers.get("content-type")
     if ctype is not None and not _is_json(ctype):
         raise ApiError(415, "unsupported_media_type",
                        f"the request body must be application/json, not {ctype.split(';')[0].strip()!r}")
-    raw = await read_body(request, API_BODY_MAX_BYTES)
+    raw = await read_body(request, limit, setting=setting)
     if not raw.strip():
         if required:
             raise ApiError(422, "invalid_body", "a JSON object body is required")

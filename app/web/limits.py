@@ -22,4 +22,5 @@ OUTPUT_MAX_RETRIES_MAX = 10  # the same bound as TIEROPS_OUTPUT_MAX_RETRIES
 FILTER_TEXT_MAX = 200  # a free-text filter (service, category) of a page's query string
 
 FORM_MAX_BYTES = 256 * 1024  # a urlencoded form body (the largest field above, percent-encoded, fits)
+FORM_MAX_FIELDS = 100  # fields of one form body (the dashboard's largest form has a dozen); more is 400
 API_BODY_MAX_BYTES = 1024 * 1024  # a JSON body of the REST API; larger is 413, refused while reading

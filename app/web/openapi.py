@@ -22,15 +22,7 @@ from collections.abc import Sequence
 from typing import Any, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
 
 from app import __version__
-from app.engine.alerts import (
-    ALERTS_MAX,
-    FINGERPRINT_MAX,
-    FINGERPRINT_PATTERN,
-    GENERIC_DETAILS_MAX,
-    SERVICE_MAX,
-    SEVERITY_WORDS,
-    TITLE_MAX,
-)
+from app.engine.alerts import FINGERPRINT_MAX, FINGERPRINT_PATTERN, LEGACY_STATES, SERVICE_MAX, TITLE_MAX
 from app.engine.cooldowns import CooldownReport
 from app.engine.maintenance import MaintenanceReport
 from app.store.alert_incidents import AlertCounts, IncidentAlertRow
@@ -204,15 +196,20 @@ class StopAccepted(TypedDict):
 
 
 class AlertRun(TypedDict):
-    """Issue #13: the investigation of one alert: the session started, the queued run, or why none."""
+    """Issue #13: the investigation of one alert: the session started, the queued run (``coalesced``:
+    joined, queued for another incident of its service), or why none (``attention``: the incident
+    now needs a human, e.g. the run queue was full)."""
 
     session_id: int | None
     queued_id: int | None
+    coalesced: bool
     why_not: str | None
+    attention: bool
 
 
 class AlertResult(TypedDict):
     fingerprint: str
+    severity: str  # critical | warning | info, as read (TIEROPS_ALERT_DEFAULT_SEVERITY for unknown words)
     incident_id: int | None
     change: str  # opened | updated | resolved | ignored
     run: AlertRun
@@ -275,7 +272,8 @@ ERRORS = {
     "415": _error("request body is not application/json"),
     "422": _error("a parameter or the body is invalid; detail says which and why"),
     "500": _error("the cycle could not start (a configuration problem on the server)"),
-    "503": _error("the cycle did not create its session in time"),
+    "503": _error("the cycle did not create its session in time, or storage is unavailable (the disk full, an I/O "
+                  "error, a lock: `storage_unavailable`, with Retry-After)"),
 }
 
 
@@ -410,8 +408,8 @@ def _alert_schemas() -> dict[str, Any]:
     text: dict[str, Any] = {"type": ["string", "null"]}
     labels: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
     status: dict[str, Any] = {"type": "string", "enum": ["firing", "resolved"]}
-    fingerprint: dict[str, Any] = {"type": ["string", "null"], "maxLength": FINGERPRINT_MAX,
-                                   "pattern": FINGERPRINT_PATTERN}
+    fingerprint: dict[str, Any] = {"type": ["string", "null"], "pattern": FINGERPRINT_PATTERN,
+                                   "description": f"longer than {FINGERPRINT_MAX} characters: hashed"}
     alert = {"status": status, "labels": labels, "annotations": labels, "startsAt": text, "endsAt": text,
              "generatorURL": text, "fingerprint": fingerprint}
     group = {"status": status, "receiver": text, "groupKey": text, "externalURL": text,
@@ -420,7 +418,11 @@ def _alert_schemas() -> dict[str, Any]:
              "truncatedAlerts": {"type": ["integer", "null"], "minimum": 0}}
 
     def alerts(item: str) -> dict[str, Any]:
-        return {"type": "array", "minItems": 1, "maxItems": ALERTS_MAX, "items": {"$ref": f"#/components/schemas/{item}"}}
+        return {"type": "array", "minItems": 1, "items": {"$ref": f"#/components/schemas/{item}"},
+                "description": "no limit: beyond TIEROPS_ALERT_MAX_ALERTS the rest is counted, not read"}
+
+    integer: dict[str, Any] = {"type": ["integer", "null"]}
+    words: dict[str, Any] = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
 
     return {
         "AlertmanagerAlert": {"type": "object", "required": ["status", "labels"], "properties": alert},
@@ -436,33 +438,53 @@ def _alert_schemas() -> dict[str, Any]:
                            "properties": {**group, "version": {"type": "string", "enum": ["1"]},
                                           "alerts": alerts("GrafanaAlert"), "orgId": {"type": ["integer", "null"]},
                                           "title": text, "state": text, "message": text}},
+        "GrafanaLegacyEvalMatch": {"type": "object", "properties": {
+            "value": {"type": ["number", "null"]}, "metric": text, "tags": words}},
+        "GrafanaLegacyPayload": {"type": "object", "required": ["ruleName", "state"],
+                                 "description": "Grafana's legacy alerting webhook (Grafana 10 and before): one rule; "
+                                                "alerting, no_data and pending fire, ok and paused resolve",
+                                 "properties": {
+                                     "version": {"not": {}, "description": "never present: a body with a "
+                                                                           "version is read as Alertmanager or Grafana"},
+                                     "ruleName": {"type": "string"},
+                                     "state": {"type": "string", "enum": list(LEGACY_STATES)},
+                                     "title": text, "ruleId": integer, "ruleUrl": text, "message": text,
+                                     "imageUrl": text, "tags": words, "orgId": integer, "dashboardId": integer,
+                                     "panelId": integer, "evalMatches": {
+                                         "type": ["array", "null"],
+                                         "items": {"$ref": "#/components/schemas/GrafanaLegacyEvalMatch"}}}},
         "GenericAlert": {"type": "object", "additionalProperties": False, "required": ["title"],
-                         "description": "One alert from a script (severity: critical/error/page/high are "
-                                        "critical, warning/warn/medium warning, else info)",
+                         "description": "One alert from a script. severity: any word, read as in the README's "
+                                        "severity table (unknown or none: TIEROPS_ALERT_DEFAULT_SEVERITY); texts "
+                                        f"longer than kept are cut (title {TITLE_MAX}, service {SERVICE_MAX} "
+                                        "characters), never refused",
                          "properties": {
-                             "title": {"type": "string", "minLength": 1, "maxLength": TITLE_MAX, "pattern": NOT_BLANK},
-                             "service": {"type": ["string", "null"], "maxLength": SERVICE_MAX},
-                             "severity": {"type": ["string", "null"], "enum": [*SEVERITY_WORDS, None]},
-                             "details": {"type": ["string", "null"], "maxLength": GENERIC_DETAILS_MAX},
+                             "title": {"type": "string", "minLength": 1, "pattern": NOT_BLANK},
+                             "service": text,
+                             "severity": text,
+                             "details": text,
                              "status": {"type": ["string", "null"], "enum": ["firing", "resolved", None]},
                              "fingerprint": fingerprint}},
         "AlertPayload": {"oneOf": [{"$ref": "#/components/schemas/AlertmanagerPayload"},
                                    {"$ref": "#/components/schemas/GrafanaPayload"},
+                                   {"$ref": "#/components/schemas/GrafanaLegacyPayload"},
                                    {"$ref": "#/components/schemas/GenericAlert"}]},
     }
 
 
 def _alerts_op(auth: bool) -> dict[str, Any]:
-    """POST /alerts: the API token, or TIEROPS_WEBHOOK_TOKEN (bearer or ?token=); 503 when the run
-    queue is full."""
-    op = _op("Receive alerts (Alertmanager or Grafana webhook, or {title, ...}): open, update or resolve their "
-             "incidents (one per notification group with TIEROPS_ALERT_GROUPING=group, the default; one per alert "
-             "otherwise); an opened one starts tier 1 once (queued while a cycle runs)",
+    """POST and PUT /alerts: the API token, or TIEROPS_WEBHOOK_TOKEN (bearer, ?token=, or either
+    token as the HTTP Basic password); every alert is recorded whatever the run queue holds."""
+    op = _op("Receive alerts (Alertmanager, Grafana or legacy Grafana webhook, or {title, ...}): open, update or "
+             "resolve their incidents (one per notification group with TIEROPS_ALERT_GROUPING=group, the default; "
+             "one per alert otherwise); an opened one starts tier 1 once (queued while a cycle runs, coalesced with a "
+             "queued run of its service; when the queue is full the incident needs attention). Also as HTTP Basic: "
+             "any user, the API token or TIEROPS_WEBHOOK_TOKEN as the password",
              _ok("AlertsAccepted", "accepted"), status="202", auth=auth, body="AlertPayload",
              params=[_q("token", {"type": "string"}) | {
                  "description": "TIEROPS_WEBHOOK_TOKEN, for senders that cannot set an Authorization header"}],
-             errors=("422", "503"))
-    op["responses"]["503"] = _error("the run queue is full (TIEROPS_ALERT_QUEUE_MAX): nothing was stored; retry")
+             errors=("422",))
+    op["responses"]["413"] = _error("request body larger than TIEROPS_ALERT_BODY_MAX_BYTES (32 MiB by default)")
     return op
 
 
@@ -656,7 +678,7 @@ def document(*, token_required: bool) -> dict[str, Any]:
                                                    _ok("Approval"), auth=auth, params=[_ID], body="ApprovalAction",
                                                    body_required=False, errors=("404", "409"))},
             "/cooldowns": {"get": _cooldowns_op(auth)},
-            "/alerts": {"post": _alerts_op(auth)},
+            "/alerts": {"post": _alerts_op(auth), "put": _alerts_op(auth)},
             "/queue": {"get": _op("Runs waiting for a free cycle and started ones (no status: queued and started), "
                                   "newest first", _ok("QueuedRun", array=True), auth=auth,
                                   params=[_enum_q("status", QUEUE_STATUSES), _int_q("limit", QUEUE_LIMIT),

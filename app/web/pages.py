@@ -39,10 +39,12 @@ from app.supervisor.runner import CLINotFound, resolve_binary
 from app.vocab import MAX_TIER, MIN_TIER, ApprovalStatus, Level, SessionStatus, Trigger, values
 from app.web import console, verdict
 from app.web.common import ApiError, choice_param, int_param, path_int, read_body, state
+from app.web.faults import storage_fault, unavailable
 from app.web.incidents_api import actor_for
 from app.web.limits import (
     FILTER_TEXT_MAX,
     FORM_MAX_BYTES,
+    FORM_MAX_FIELDS,
     PROMPT_MAX_CHARS,
 )
 from app.web.openapi import PROPOSALS_MAX
@@ -77,7 +79,11 @@ async def read_form(request: Request) -> dict[str, str]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "bad_request", "form is not valid UTF-8") from None
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=100))
+    try:
+        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=FORM_MAX_FIELDS))
+    except ValueError:  # urllib's "Max number of fields exceeded": the sender's input, never a 500
+        raise ApiError(400, "bad_request", f"the form has more than {FORM_MAX_FIELDS} fields; send only the "
+                                           "fields of the dashboard's form") from None
 
 
 def page_query(**params: Any) -> str:
@@ -134,10 +140,13 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
     # Issue #12: the overview leads with what is broken now, worst first, then most recent.
     unresolved = await incident_store.list_incidents(db, status="unresolved", limit=OVERVIEW_INCIDENTS + 1)
     attention, attention_total = await dashboard.open_attention(db, OVERVIEW_ATTENTION)
+    # alerts in: open incidents whose investigation could not be queued (no session carries them)
+    flagged, flagged_total = await dashboard.incident_attention(db, OVERVIEW_ATTENTION)
     return {
         # issue #14: the answer first — one headline, then what needs a human, then the grid
         "headline": await console.headline(st, chain),
         "attention": attention, "attention_more": max(0, attention_total - len(attention)),
+        "incident_attention": flagged, "incident_attention_more": max(0, flagged_total - len(flagged)),
         "grid": console.grid_view(await dashboard.service_grid(db, GRID_CYCLES)),
         "today": await dashboard.today(db),
         "incidents": sorted(unresolved[:OVERVIEW_INCIDENTS],
@@ -204,6 +213,8 @@ async def run_now(request: Request) -> Response:
         except (CycleBusy, BudgetSpent, ModelTiersPaused) as exc:
             error, status = str(exc), 409
         except Exception as exc:  # the cycle failed before its first session (logged by the supervisor)
+            if (reason := storage_fault(exc)) is not None:  # the error page, 503: this page needs the store too
+                raise unavailable(f"the cycle could not start: {reason}") from None
             error, status = f"The cycle could not start: {type(exc).__name__}: {exc}", 500
         else:
             if started.session_pk is not None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from app.engine.alerts import (
-    ALERTS_MAX,
     ANNOTATION_TEXT_MAX,
     ANNOTATIONS_KEPT,
     CUT_KEY,
@@ -28,6 +27,8 @@ from app.engine.alerts import (
     delivery_text,
     evidence_text,
     is_link,
+    joined_line,
+    joined_section,
     kept_labels,
     labels_fingerprint,
     parse_payload,
@@ -102,7 +103,7 @@ def test_the_generic_shape_and_its_resolution_share_a_fingerprint():
     _, [resolved] = parse_payload(sample("generic-resolved"))
     assert resolved.status == "resolved" and resolved.fingerprint == firing.fingerprint
     _, [other] = parse_payload({"title": "Backup job failed on db-2", "service": "postgres"})
-    assert other.fingerprint != firing.fingerprint and other.status == "firing" and other.severity == "info"
+    assert other.fingerprint != firing.fingerprint and other.status == "firing" and other.severity == "warning"
 
 
 def test_a_given_fingerprint_wins_and_a_missing_one_comes_from_the_sorted_labels():
@@ -119,12 +120,39 @@ def test_a_given_fingerprint_wins_and_a_missing_one_comes_from_the_sorted_labels
 
 
 @pytest.mark.parametrize("word, severity", [
-    ("critical", "critical"), ("CRITICAL", "critical"), ("error", "critical"), ("page", "critical"),
-    ("high", "critical"), ("warning", "warning"), ("Warn", "warning"), ("medium", "warning"),
-    ("info", "info"), ("low", "info"), ("none", "info"), ("", "info"), (None, "info"),
+    *((w, "critical") for w in ("critical", "CRITICAL", "crit", "fatal", "emergency", "emerg", "alert", "Disaster",
+                                "page", "high", "major", "error", "err", "P1", "p2", "P0", "sev1", "SEV-1", "sev 2",
+                                "sev_2", "severity-1", "1", "2", " High ")),
+    *((w, "warning") for w in ("warning", "Warn", "medium", "minor", "P3", "average", "Average", "moderate", "sev3",
+                               "3")),
+    *((w, "info") for w in ("info", "informational", "Information", "low", "P4", "P5", "notice", "debug", "none",
+                            "Not classified", "not_classified", "4", "5", "sev-5", "7")),
 ])
 def test_severity_words(word, severity):
     assert severity_of(word) == severity
+    assert severity_of(word, "info") == severity  # a known word never takes the default
+
+
+@pytest.mark.parametrize("word", [None, "", "   ", "urgent", "P1!", "sev-one", "-1", "1.5"])
+def test_an_unknown_or_missing_severity_is_the_default(word):
+    assert severity_of(word) == "warning"
+    assert severity_of(word, "critical") == "critical"
+
+
+def test_the_severity_label_then_priority_then_the_default():
+    body = sample("alertmanager-firing")
+    del body["alerts"][0]["labels"]["severity"]
+    body["alerts"][1]["labels"]["severity"] = "P2"
+    _, [missing, p2] = parse_payload(body)
+    assert (missing.severity, p2.severity) == ("warning", "critical")
+    body["alerts"][0]["labels"]["priority"] = "P5"
+    _, [by_priority, _] = parse_payload(body, default_severity="critical")
+    assert by_priority.severity == "info"
+    g = sample("grafana-firing")
+    del g["alerts"][0]["labels"]["severity"]  # a Grafana-managed rule: no severity label unless someone adds one
+    assert parse_payload(g)[1][0].severity == "warning"
+    assert parse_payload(g, default_severity="info")[1][0].severity == "info"
+    assert parse_payload({"title": "x"}, default_severity="critical")[1][0].severity == "critical"
 
 
 def test_title_falls_back_to_alertname_then_grafana_title():
@@ -147,6 +175,62 @@ def test_unknown_fields_of_the_senders_are_accepted_but_not_of_the_generic_shape
     _, alerts = parse_payload(body)
     assert len(alerts) == 2
     assert paths({"title": "x", "url": "https://example.com"}) == ["$.url"]
+
+
+def test_legacy_grafana_webhooks_are_one_alert_per_rule():
+    source, [alert] = parse_payload(sample("grafana-legacy-alerting"))
+    assert source == "grafana-legacy" and alert.source == "grafana-legacy"
+    assert (alert.status, alert.severity, alert.service, alert.title, alert.name) == (
+        "firing", "critical", "postgres", "Disk usage above 95%", "Disk usage above 95%")
+    assert alert.labels == {"service": "postgres", "severity": "critical", "alertname": "Disk usage above 95%"}
+    assert alert.links == [{"label": "panel", "url": sample("grafana-legacy-alerting")["ruleUrl"]}]
+    assert alert.details.splitlines() == [
+        "/var/lib/postgresql on db-1 is more than 95% full.",
+        '- node_filesystem_used_percent{instance="db-1.internal:9100",mountpoint="/var/lib/postgresql"}: 97.2']
+    assert alert.annotations["grafana_state"] == "alerting" and alert.group is None
+    _, [ok] = parse_payload(sample("grafana-legacy-ok"))
+    assert ok.status == "resolved" and ok.key == alert.key
+    for state, status in (("no_data", "firing"), ("pending", "firing"), ("paused", "resolved")):
+        _, [other] = parse_payload({**sample("grafana-legacy-alerting"), "state": state})
+        assert other.status == status and other.key == alert.key
+    # the fields Grafana leaves out when empty, a null match list and value, no tags: still read
+    bare = {"ruleName": "CPU high", "state": "no_data", "ruleId": 3, "orgId": 2, "evalMatches": [
+        {"value": None, "metric": "cpu", "tags": None}], "title": "[No Data] CPU high"}
+    _, [nodata] = parse_payload(bare)
+    assert nodata.service == "CPU high" and nodata.severity == "warning" and "- cpu: no value" in nodata.details
+    assert "returned no data" in nodata.details
+    assert parse_payload({**bare, "ruleId": 4})[1][0].key != nodata.key  # another rule, another incident
+    many = {**bare, "evalMatches": [{"value": n, "metric": f"m{n}"} for n in range(30)]}
+    assert parse_payload(many)[1][0].details.endswith("- and 10 more series")
+
+
+def test_legacy_grafana_problems_are_listed():
+    assert sorted(paths({"ruleName": "x", "state": "firing", "ruleId": "12"})) == ["$.ruleId", "$.state"]
+    assert paths({"ruleId": 1, "state": "ok"}) == ["$.ruleName"]
+    assert paths({"ruleName": "x", "state": "ok", "evalMatches": [{"value": "high"}]}) == ["$.evalMatches[0].value"]
+    assert parse_payload({"ruleName": "x", "state": "ok", "ruleId": 12.0, "evalMatches": [{"value": 10**400}]})
+
+
+def test_every_sender_text_is_redacted_before_it_is_cut_or_keyed():
+    password = "Tr0ub4dor-and-3"
+
+    def red(text: str) -> str:
+        return text.replace(password, "[REDACTED]")
+
+    body = sample("alertmanager-group-firing")
+    url = "https://monitor:" + "p" * 190 + password + "@shop.example.com/"
+    body["alerts"][0]["labels"] = {"alertname": "ProbeFailed", "instance": url, "note": f"x{password}"}
+    body["alerts"][0]["fingerprint"] = f"fp-{password}"
+    body["alerts"][0]["annotations"]["description"] = "d" * (DETAILS_MAX - 5) + password
+    body["groupKey"] = f"{{}}:{{instance={password}}}"
+    _, alerts = parse_payload(body, redact=red)
+    first = alerts[0]
+    texts = [first.fingerprint, first.key, first.service or "", first.details or "", first.incident_key("group"),
+             json.dumps(first.labels), json.dumps(first.annotations)]
+    assert not any(password in t or password[:8] in t for t in texts), texts
+    assert first.fingerprint == "fp-[REDACTED]" and first.service.startswith("https://monitor:ppp")
+    unredacted = parse_payload(body)[1][0]
+    assert unredacted.group.key != first.group.key  # the group key is made from the redacted groupKey
 
 
 def test_details_are_capped_and_nul_bytes_replaced():
@@ -214,20 +298,40 @@ def test_grafana_types_are_checked():
     parse_payload(ok)
 
 
-def test_empty_and_oversized_alert_lists():
+def test_empty_and_large_alert_lists():
     body = sample("alertmanager-firing")
     assert paths({**body, "alerts": []}) == ["$.alerts"]
-    many = {**body, "alerts": [copy.deepcopy(body["alerts"][0]) for _ in range(ALERTS_MAX + 1)]}
-    assert paths(many) == ["$.alerts"]
+    many = {**body, "alerts": [copy.deepcopy(body["alerts"][0]) for _ in range(1200)]}
+    _, alerts = parse_payload(many)
+    assert len(alerts) == 1200 and all(a.unread == 0 for a in alerts)
+    # beyond max_alerts the rest is counted, not read (nor validated: a broken alert there is no 422)
+    many["alerts"][1100]["status"] = "pending"
+    _, alerts = parse_payload(many, max_alerts=1000)
+    assert len(alerts) == 1000 and {a.unread for a in alerts} == {200} and {a.read_limit for a in alerts} == {1000}
+    [batch] = batches(alerts, "group")
+    assert batch.left_out == 200 and "(200 more not read (TIEROPS_ALERT_MAX_ALERTS=1000))" in batch.detail
+    many["truncatedAlerts"] = 7
+    [batch] = batches(parse_payload(many, max_alerts=1000)[1], "group")
+    assert batch.left_out == 207 and "7 more left out by the sender's max_alerts" in batch.detail
 
 
 def test_generic_problems():
     [title, hint] = problems({"service": "api"})
     assert title["path"] == "$.title" and hint["path"] == "$" and "generic" in hint["message"]
     assert paths({"title": "   "}) == ["$.title"]
-    assert sorted(paths({"title": "x", "severity": "urgent", "status": "open", "details": 5})) == [
+    assert sorted(paths({"title": "x", "severity": 3, "status": "open", "details": 5})) == [
         "$.details", "$.severity", "$.status"]
-    assert paths({"title": "x" * 501}) == ["$.title"]
+
+
+def test_long_generic_texts_are_cut_and_a_long_fingerprint_hashed():
+    _, [a] = parse_payload({"title": "t" * 5000, "service": "s" * 900, "details": "d" * 90_000,
+                            "fingerprint": "f" * 129, "severity": "whatever"})
+    assert len(a.title) == 500 and a.title.endswith("…") and len(a.service) == 200 and len(a.details) == DETAILS_MAX
+    assert len(a.fingerprint) == 16 and a.severity == "warning"
+    _, [same] = parse_payload({"title": "t" * 5000, "service": "s" * 900, "fingerprint": "f" * 129})
+    assert same.key == a.key
+    _, [kept] = parse_payload({"title": "x", "fingerprint": "f" * 128})
+    assert kept.fingerprint == "f" * 128
 
 
 # -- groups, names, links --------------------------------------------------------------------
@@ -363,13 +467,22 @@ def test_sender_text_cannot_leave_its_quotes_in_the_prompt():
 def test_the_prompt_of_a_huge_group_is_capped_and_says_so():
     body = sample("alertmanager-group-firing")
     template = body["alerts"][0]
-    body["alerts"] = [{**copy.deepcopy(template), "fingerprint": f"{n:016x}"} for n in range(ALERTS_MAX)]
+    body["alerts"] = [{**copy.deepcopy(template), "fingerprint": f"{n:016x}"} for n in range(500)]
     _, alerts = parse_payload(body)
     text = alert_section(alerts, 1, key=alerts[0].incident_key("group"))
     assert text.count("> ### Alert ") == PROMPT_ALERTS_MAX
-    assert f"({ALERTS_MAX - PROMPT_ALERTS_MAX} more alert(s) of this group not shown; see the incident.)" in text
+    assert f"({500 - PROMPT_ALERTS_MAX} more alert(s) of this group not shown; see the incident.)" in text
     for a in body["alerts"]:
         a["annotations"]["description"] = "d" * 50_000
     _, alerts = parse_payload(body)
     text = alert_section(alerts, 1)
     assert len(text) <= PROMPT_SECTION_MAX + 200 and "more alert(s) not shown: the section is capped" in text
+
+
+def test_a_coalesced_incident_is_named_in_the_run_it_joins():
+    _, [alert] = parse_payload(sample("generic-firing"))
+    section = joined_section([alert], 42, key=alert.key, service="postgres")
+    assert "incident #42 (key " + alert.key in section and "same service (postgres)" in section
+    assert "\n## Alert\n" in section and "- incident: #42, key " in section
+    line = joined_line([alert], 42, key=alert.key, service="postgres")
+    assert line.startswith("\n- Also incident #42,") and "critical: Backup job failed on db-1" in line

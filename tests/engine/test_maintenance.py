@@ -22,6 +22,7 @@ from app.engine.maintenance import (
 )
 from app.probe.maintenance import WindowSpec
 from app.store import maintenance as store
+from tests.probe.test_yamltext import laughs
 
 MONDAY = "2026-11-23"  # 2026-11-23 is a Monday; 2026-03-29 and 2026-10-25 are Berlin's DST Sundays
 
@@ -146,6 +147,17 @@ def test_a_broken_setting_is_a_config_error_naming_the_problem(text, message):
     with pytest.raises(MaintenanceConfigError) as caught:
         parse_setting(text)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_nested_aliases_in_the_setting_are_refused_before_they_expand():
+    text = laughs() + "- {name: nightly, start: '02:00', duration: 1h, services: *l7}\n"
+    with pytest.raises(MaintenanceConfigError) as caught:
+        parse_setting(text)
+    assert str(caught.value) == ("TIEROPS_MAINTENANCE: line 2, column 8: found the alias *l0: YAML anchors and "
+                                 "aliases are not accepted here (each would be expanded everywhere it is used); "
+                                 "write the value out")
+    with pytest.raises(MaintenanceConfigError, match="alias"):  # YAML flow style, which is tried after JSON
+        parse_setting("[&a {name: x, start: '01:00', duration: 1h}, *a]")
 
 
 # --- covering -----------------------------------------------------------------------------------------

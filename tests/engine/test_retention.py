@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from app.config import Settings
 from app.engine import retention as engine
+from app.engine.cli_transcripts import slug
 from app.engine.ingest import ingest_path
-from app.store import findings, retention, sessions
+from app.store import activity, findings, processes, retention, sessions
 from app.store.db import Database
+from app.store.sessions import SessionIdentity
 from app.web.app import create_app
 from tests.helpers import fixture_stream, wait_until
 from tests.store.test_retention import age, make_chain, make_old_database, make_session, table_counts
@@ -327,9 +330,62 @@ async def test_the_server_prunes_shortly_after_start_and_stops_at_shutdown(setti
     assert not [t for t in asyncio.all_tasks() if t.get_name() == "tierops-prune" and not t.done()]
 
 
-async def test_the_server_does_not_prune_when_retention_is_off(settings, monkeypatch):
+async def test_with_retention_off_the_server_removes_only_what_the_cli_left_behind(settings, monkeypatch):
     monkeypatch.setattr(engine, "START_DELAY", 0.0)
+    async with await Database.open(settings.db_path) as db:
+        old = await make_session(db, days=40)
+    left = cli_files(settings, str(settings.state_dir / "sessions" / str(old)), SID_OLD, age_s=3600)
     app = create_app(settings.model_copy(update={"retention_days": 0}))
     async with app.router.lifespan_context(app):
-        await asyncio.sleep(0.05)
-        assert not [t for t in asyncio.all_tasks() if t.get_name() == "tierops-prune"]
+        await wait_until(lambda: not left.exists(), what="the CLI's leftover removed")
+        assert await sessions.get_session(app.state.tierops.db, old, fresh=True) is not None  # no session pruned
+
+
+# -- the claude CLI's own transcripts --------------------------------------------------------------
+
+SID_OLD, SID_RUNNING, SID_NEW = ("0b7e1c2a-0000-4000-8000-00000000000a", "0b7e1c2a-0000-4000-8000-00000000000b",
+                                 "0b7e1c2a-0000-4000-8000-00000000000c")
+
+
+def cli_files(settings: Settings, cwd: str, sid: str, age_s: float = 0.0) -> Path:
+    """What the claude CLI leaves under the state's HOME for a session run in ``cwd``
+    (``HOME/.claude/projects/<cwd slug>/<id>.jsonl``, app/engine/cli_transcripts.py), ``age_s`` old."""
+    projects = settings.state_dir / "home" / ".claude" / "projects"
+    folder = projects / slug(str(Path(cwd).resolve()))
+    folder.mkdir(parents=True)
+    (folder / f"{sid}.jsonl").write_text('{"type":"user","message":{"content":"DB_PASSWORD=hunter22"}}\n')
+    history = settings.state_dir / "home" / ".claude" / "file-history" / sid
+    history.mkdir(parents=True)
+    (history / "backup@v1").write_text("password: hunter22\n")
+    when = time.time() - age_s
+    for path in (folder / f"{sid}.jsonl", folder, history / "backup@v1", history):
+        os.utime(path, (when, when))
+    return folder
+
+
+async def test_prune_removes_the_cli_transcripts_no_running_session_can_resume(db, settings):
+    """Whatever the retention: the transcript of a finished session and one without a row go; the
+    running session's stays (a resume may follow), and so does one newer than the newest running
+    session (it may be a session that started while the prune read the rows)."""
+    sessions_dir = settings.state_dir / "sessions"
+    done = await make_session(db, days=0.1)
+    running = await make_session(db, days=1 / 24, status="running")  # started an hour ago
+    # its stream said its CLI session id, as a recorder stores it
+    await activity.append_lines(db, running, [], line_count=3, identity=SessionIdentity(SID_RUNNING, None, None, None))
+    finished = cli_files(settings, str(sessions_dir / str(done)), SID_OLD, age_s=2 * 3600)
+    orphan = cli_files(settings, str(sessions_dir / "999"), "0b7e1c2a-0000-4000-8000-0000000000ff", age_s=2 * 3600)
+    mine = cli_files(settings, str(sessions_dir / str(running)), SID_RUNNING, age_s=2 * 3600)
+    newer = cli_files(settings, str(sessions_dir / "1000"), SID_NEW)
+
+    dry = await engine.prune(db, settings, dry_run=True)
+    assert dry["transcripts"]["removed"] == 4 and finished.exists()  # two folders and two file histories
+    report = await engine.prune(db, settings, keep_days=0)
+    assert report["transcripts"]["removed"] == 4 and report["transcripts"]["errors"] == []
+    assert not finished.exists() and not orphan.exists() and mine.exists() and newer.exists()
+    home = settings.state_dir / "home" / ".claude"
+    assert sorted(p.name for p in (home / "file-history").iterdir()) == [SID_RUNNING, SID_NEW]
+    assert "removed 4 files the claude CLI left behind" in "\n".join(engine.describe(report))
+
+    await processes.mark_interrupted(db, running, "test: its supervisor died")
+    await engine.prune(db, settings)  # nothing runs now: all of them go
+    assert not mine.exists() and not newer.exists() and list((home / "projects").iterdir()) == []

@@ -12,7 +12,7 @@ Example::
     fake = make_fake_claude(tmp_path, [{"lines": structured_stream(sid, {"summary": "ok", ...})}])
     ... run the supervisor with claude_bin=fake.path ...
     [inv] = fake.invocations()
-    assert inv["stdin_is_devnull"] and inv["parsed"]["model"] == "claude-haiku-4-5"
+    assert inv["parsed"]["prompt_from"] == "stdin" and inv["parsed"]["model"] == "claude-haiku-4-5"
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"
 STAGE_KEYS = {
     "lines", "replay", "session_id", "delay", "start_delay", "mode", "after", "size",
     "ignore_sigterm", "spawn_child", "partial_line", "signal", "stderr", "exit_code", "check_argv",
-    "setsid_child", "daemon", "clear_pdeathsig",
+    "setsid_child", "daemon", "clear_pdeathsig", "write_files",
 }
 MODES = ("normal", "crash", "hang", "huge_line", "no_result", "no_structured")
 

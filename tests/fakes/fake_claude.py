@@ -43,6 +43,8 @@ STAGE::
     "exit_code": 0               normal/huge_line/no_structured: 0, no_result: 1,
                                  crash: os._exit(exit_code or 139)
     "check_argv": bool           per-stage override of the control-level flag
+    "write_files": {NAME: str | dict}  written into the cwd before the run is logged and anything
+                                 is printed (a dict dumped as JSON), as a model writes handoff.json
 
 With check_argv (default on) the fake reproduces the usage errors observed with the
 real CLI (stderr message, exit 1, nothing on stdout): stream-json without --verbose,
@@ -52,8 +54,11 @@ variadic option such as --allowedTools swallowed it) while stdin is /dev/null.
 ``--version`` / ``-v`` prints ``2.1.197 (Claude Code)`` and exits 0; it is logged
 (``"version_probe": true``) but does not consume a stage.
 
-Log line fields: ts, invocation, stage_index, argv (arguments after the program),
-parsed (prompt, model, json_schema, ...), cwd, env (the environment minus
+Log line fields: ts, invocation, stage_index, argv (arguments after the program, exactly),
+parsed (prompt, model, json_schema, ...: what the CLI goes on with, so ``prompt`` is the
+positional argument or else what it read from stdin, ``prompt_from`` says which ("argv",
+"stdin", null), and ``append_system_prompt`` is the inline flag's value or else the content of
+--append-system-prompt-file), cwd, env (the environment minus
 FAKE_CLAUDE_CONTROL, read from /proc/self/environ), stdin_is_devnull, stdin_kind, pid, ppid, pgid, sid, control,
 session_id (the substituted id or null), usage_error, version_probe, child_pid (if any),
 daemon_pid (if any), pdeathsig (the parent-death signal number this process was started with,
@@ -468,12 +473,14 @@ def run(argv: list[str]) -> int:
         "version_probe": version_probe, "pdeathsig": pdeathsig(), "stdin_prompt": None,
         "system_prompt_file_text": None,
     }
+    parsed["prompt_from"] = "argv" if parsed.get("prompt") is not None else None
     if parsed.get("print") and parsed.get("prompt") is None and kind in ("pipe", "file", "socket"):
         # The real CLI reads -p's prompt from stdin when no prompt argument is given (reference §2).
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
         record["stdin_prompt"] = text
         if text.strip():
             kind = "stdin-prompt"  # usage_error: the prompt was provided
+            parsed["prompt"], parsed["prompt_from"] = text, "stdin"  # the prompt the CLI goes on with
     if isinstance(parsed.get("append_system_prompt_file"), str):
         try:
             with open(parsed["append_system_prompt_file"], encoding="utf-8") as fh:
@@ -481,6 +488,8 @@ def run(argv: list[str]) -> int:
         except OSError as exc:
             record["system_prompt_file_text"] = None
             record["system_prompt_file_error"] = str(exc)
+        else:  # what the CLI appends to its system prompt, as with the inline flag
+            parsed.setdefault("append_system_prompt", record["system_prompt_file_text"])
 
     try:
         with open(control_path, encoding="utf-8") as fh:
@@ -541,6 +550,9 @@ def run(argv: list[str]) -> int:
         record["daemon_pgid"] = os.getpgid(record["daemon_pid"])
     if stage.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for name, content in (stage.get("write_files") or {}).items():
+        with open(name, "w", encoding="utf-8") as fh:  # relative: the cwd the supervisor gave us
+            fh.write(content if isinstance(content, str) else _dump(content))
     append_log(log_path, record)
 
     if stage.get("stderr"):

@@ -112,6 +112,24 @@ def test_stdin_pipe_is_not_devnull(tmp_path, simple_lines):
     assert inv["stdin_is_devnull"] is False and inv["stdin_kind"] == "pipe"
 
 
+def test_the_prompt_and_system_prompt_are_read_as_the_real_cli_reads_them(tmp_path, simple_lines):
+    """No prompt argument: the prompt is what came on stdin; --append-system-prompt-file: its
+    content is the appended system prompt. The argv is logged exactly as it was."""
+    fake = cc.make_fake_claude(tmp_path, [{"lines": simple_lines}])
+    system = tmp_path / "system.md"
+    system.write_text("SYSTEM TEXT")
+    argv = ["-p", "--output-format", "stream-json", "--verbose", "--append-system-prompt-file", str(system)]
+    proc = subprocess.run([str(fake.path), *argv], input=b"PROMPT TEXT", capture_output=True, env=ENV, timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    inv = fake.last()
+    assert inv["argv"] == argv and inv["usage_error"] is None
+    assert (inv["parsed"]["prompt"], inv["parsed"]["prompt_from"]) == ("PROMPT TEXT", "stdin")
+    assert inv["parsed"]["append_system_prompt"] == "SYSTEM TEXT"
+    nothing = subprocess.run([str(fake.path), *argv], stdin=subprocess.DEVNULL, capture_output=True, env=ENV,
+                             timeout=10)
+    assert nothing.returncode == 1 and b"Input must be provided" in nothing.stderr  # as the real CLI says
+
+
 def test_stages_advance_and_last_repeats(tmp_path):
     fake = cc.make_fake_claude(tmp_path, [{"lines": ["one"]}, {"lines": ["two"], "exit_code": 3}])
     results = [run(fake) for _ in range(3)]

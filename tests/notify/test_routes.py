@@ -14,6 +14,7 @@ from app.notify.routes import (
     route_table,
 )
 from app.notify.urls import split_urls
+from tests.probe.test_yamltext import laughs
 
 PAGER = "pagerduty://integrationkey1234567@"
 URLS = [f"pager={PAGER}", "chat,ops=json://127.0.0.1:9/chat", "json://127.0.0.1:9/general"]
@@ -103,6 +104,15 @@ def test_broken_routes_name_the_path_and_what_to_do(text, path, words):
         load_text(text, "TIEROPS_NOTIFY_ROUTES")
     assert any(p == path and words in m for p, m in err.value.problems), err.value.problems
     assert str(err.value).startswith("TIEROPS_NOTIFY_ROUTES: ")
+
+
+def test_nested_aliases_in_the_setting_are_refused_before_they_expand():
+    text = laughs() + "- {name: pager, to: [pager], match: {service: *l7}}\n"
+    with pytest.raises(RouteError) as caught:
+        load_text(text, "TIEROPS_NOTIFY_ROUTES")
+    assert caught.value.problems == [("$", "line 2, column 8: found the alias *l0: YAML anchors and aliases are not "
+                                           "accepted here (each would be expanded everywhere it is used); write the "
+                                           "value out")]
 
 
 def test_the_setting_wins_over_the_checks_file():

@@ -8,7 +8,9 @@ from app.output.contract import AgentResponse
 from app.output.handoff import Handoff, parse_handoff
 from app.output.markers import MarkerSet, parse_markers
 from app.output.route import (
+    STOPPED_ESCALATION_NOTE,
     Routed,
+    for_interrupted,
     from_fallback,
     from_output,
     from_structured,
@@ -143,3 +145,21 @@ def test_proposed_actions_reads_a_stored_output():
                                         ("restart", "db", "proposed", None)]
     for nothing in (None, "text", [], {}, {"actions": "restart api"}, {"actions": None}):
         assert proposed_actions(nothing) == []
+
+
+def test_an_interrupted_session_keeps_its_findings_but_never_its_escalation():
+    """A handoff.json written before the stop, and the markers printed: the events, memories,
+    cooldowns and checks stay; the escalation goes, with the note saying why."""
+    markers = parse_markers("[EVENT:critical:web-1] disk 99%\n[MEMORY:web-1:disk] fills on Mondays\n"
+                            "[COOLDOWN:restart:nginx] success")
+    handoff = parse_handoff('{"escalate": true, "reason": "disk", "failed_checks": ["disk"], '
+                            '"check_results": [{"name": "disk", "status": "down"}]}')
+    routed = from_fallback(markers, handoff)
+    assert routed.escalation is not None and routed.escalation["needed"] is True
+    assert routed.events and routed.memories and routed.cooldowns and routed.checks
+    kept, notes = for_interrupted(routed)
+    assert kept.escalation is None and notes == [STOPPED_ESCALATION_NOTE]
+    assert (kept.source, kept.events, kept.memories, kept.cooldowns, kept.checks) == (
+        routed.source, routed.events, routed.memories, routed.cooldowns, routed.checks)
+    assert routed.escalation is not None  # the original is left as it was
+    assert for_interrupted(Routed(source="markers")) == (Routed(source="markers"), [])

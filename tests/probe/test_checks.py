@@ -5,7 +5,9 @@ command process groups killed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import resource
 import ssl
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ import psutil
 import pytest
 
 from app.probe.checks import CheckResult, run_all, run_check
+from app.probe.executor import build_report
 from app.probe.inventory import CheckSpec
 from app.probe.x509 import CertificateError, validity
 from app.vocab import Level, ServiceStatus
@@ -239,11 +242,12 @@ async def test_command_exit_codes_and_contains():
 async def test_command_output_is_bounded_and_redacted(monkeypatch):
     monkeypatch.setenv("PROBE_DB_PASSWORD", "correct-horse-battery-staple")
     r = await run_check(spec("command", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo pw=$PROBE_DB_PASSWORD; "
-                                        "echo token ghp_abcdefghijklmnopqrstuvwxyz0123456789"))
+                                        "echo token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                             env=("PROBE_DB_PASSWORD",)))  # named: the command sees it (and the output is redacted)
     assert r.ok
     tail = r.evidence["output_tail"]
     assert len(tail) <= 2048 and "correct-horse" not in tail and "ghp_abc" not in tail
-    assert "[REDACTED]" in tail and "correct-horse" not in r.summary
+    assert "pw=[REDACTED]" in tail and "correct-horse" not in r.summary
 
 
 async def test_command_past_its_timeout_has_its_process_group_killed(tmp_path):
@@ -312,3 +316,105 @@ async def test_run_all_runs_concurrently_in_order_with_callbacks(web, tmp_path: 
     assert sorted(finished) == [(i, s.name) for i, s in enumerate(specs)]
     assert {i for i, _ in finished[:2]} == {3, 4}  # the fast ones reported first
     assert [r.status for r in results] == [ServiceStatus.UNREACHABLE] * 3 + [ServiceStatus.HEALTHY] * 2
+
+
+# --- redacted before it is cut -----------------------------------------------------------------
+
+TOKEN = "ghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi"  # ghp_ + 36: its shape only while whole
+
+
+async def _one_answer(payload: bytes) -> tuple[asyncio.AbstractServer, int]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(payload)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_an_http_body_snippet_is_redacted_before_it_is_cut():
+    """The evidence keeps 200 characters of a failing answer: a token straddling that cut must not
+    leave its first characters (too short for its shape once cut) in the snippet."""
+    body = ("x" * 185 + " " + TOKEN + " and more").encode()
+    server, port = await _one_answer(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n"
+                                     b"Connection: close\r\n\r\n%s" % (len(body), body))
+    async with server:
+        r = await run_check(spec("http", f"http://127.0.0.1:{port}/"))
+    shown = r.evidence["body"]
+    assert shown.startswith("x" * 185) and len(shown) <= 200, shown
+    assert "ghp_R8s7" not in shown and "ghp_R8s7" not in r.summary
+
+
+async def test_a_line_that_is_not_http_is_redacted_before_it_is_cut():
+    # 80 characters are quoted: the cut leaves 10 of the token, too few for the Bearer rule
+    server, port = await _one_answer(b"X" * 62 + b" Bearer abcdefghijklmnopqrstuvwxyz012345\r\n")
+    async with server:
+        r = await run_check(spec("http", f"http://127.0.0.1:{port}/"))
+    assert_result(r, False, ServiceStatus.DOWN, "not an HTTP answer")
+    assert "abcdefg" not in r.summary and "abcdefg" not in r.evidence["error"], r
+
+
+async def test_a_command_line_in_the_summary_is_redacted_before_it_is_cut():
+    r = await run_check(spec("command", f"echo {'y' * 190} {TOKEN}; exit 3"))
+    assert_result(r, False, ServiceStatus.DOWN, "exit 3 in ", "yyyy")
+    assert "ghp_R8s7" not in r.summary, r.summary
+
+
+async def test_the_output_tail_is_redacted_before_it_is_cut():
+    """The last 2048 characters begin inside a token: only its end is left, which no rule knows."""
+    r = await run_check(spec("command", f"printf '%s ' '{TOKEN}'; head -c 2040 /dev/zero | tr '\\0' z"))
+    tail = r.evidence["output_tail"]
+    assert tail.endswith(" " + "z" * 2040) and len(tail) <= 2048
+    assert "Fg8Hi" not in tail and "Fg8Hi" not in r.summary, tail[:60]
+
+
+async def test_the_kept_tail_of_a_long_output_is_redacted_before_it_is_cut():
+    """Past 128 KiB only the first and last 64 KiB of a command's output are kept; a token that
+    straddles where the kept tail begins is masked whole, in the tail and in the summary's line."""
+    r = await run_check(spec("command", "head -c 200000 /dev/zero | tr '\\0' x; echo; "
+                                        f"printf '%s ' '{TOKEN}'; head -c {65536 - 21} /dev/zero | tr '\\0' y"))
+    assert r.ok, r
+    assert "Fg8Hi" not in r.summary and "Fg8Hi" not in r.evidence["output_tail"], r.summary
+    assert "[REDACTED]" in r.summary
+
+
+# --- the probe out of file descriptors --------------------------------------------------------------
+
+async def test_running_out_of_descriptors_is_the_probes_error_not_the_targets(web):
+    """Every descriptor this process may open is taken (its soft limit lowered to what is open, then
+    filled): a tcp check cannot get a socket, a command check no pipe. That says nothing about the
+    targets, so neither is a failing check: both carry the probe's error instead of a status."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        tcp = await run_check(spec("tcp", web.address, name="port"))
+        command = await run_check(spec("command", "true", name="cmd"))
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    for r in (tcp, command):
+        assert r.probe_error is not None and "ran out of file descriptors" in r.probe_error, r
+        assert r.summary.startswith("not checked: the probe ran out of file descriptors")
+    report = build_report([spec("tcp", web.address, name="port"), spec("command", "true", name="cmd")],
+                          [tcp, command])
+    assert report["events"] == [] and report["services_checked"] == [] and report["escalation"]["needed"] is False
+    assert report["error"].startswith("probe error: 2 of 2 checks not checked (port, cmd): the probe ran out of")
+    assert report["summary"].startswith("2 checks: 0 passing, 0 failing, 2 not checked. Probe error: 2 of 2")
+    assert (await run_check(spec("tcp", web.address))).ok  # with descriptors again, the target is healthy
+
+
+async def test_run_all_runs_at_most_concurrency_checks_at_once(tmp_path: Path):
+    log = tmp_path / "order.log"
+    specs = [spec("command", f"echo start {i} >> {log}; sleep 0.2; echo end {i} >> {log}", name=f"c{i}")
+             for i in range(3)]
+    results = await run_all(specs, concurrency=1)
+    assert all(r.ok for r in results)
+    lines = log.read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["start", "end"] * 3  # one after the other, never two at once

@@ -164,7 +164,7 @@ def test_a_broken_checks_file_is_a_failed_result(tmp_path):
     assert final.is_error and final.subtype == "success" and not final.has_structured_output
     assert final.result_text.splitlines() == [
         f"{bad}:2: checks[0].tmeout: unknown key 'tmeout' (allowed: name, service, description, http, tcp, dns, "
-        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify)",
+        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
         f"{bad}:3: checks[1].name: duplicate check name 'a' (first at line 2)"]
     assert f"{bad}:2:" in run.stderr
     for content, why in [("checks: []\n", "the list is empty"), (None, "no such file")]:
@@ -258,3 +258,20 @@ def test_only_warning_or_critical_failures_escalate():
     many = [result(f"c{i}", Level.WARNING, False, ServiceStatus.UNREACHABLE) for i in range(8)]
     summary = build_report([s for s, _ in many], [r for _, r in many])["summary"]
     assert summary.startswith("8 checks: 0 passing, 8 failing (c0: c0 said so;") and summary.endswith("; +3 more)")
+
+
+def test_checks_the_probe_could_not_run_are_its_error_not_failures():
+    spec, ok = result("up", Level.CRITICAL, True, ServiceStatus.HEALTHY)
+    down_spec, down = result("down", Level.WARNING, False, ServiceStatus.DOWN)
+    lost_spec = CheckSpec(name="lost", service="svc", kind="tcp", target="db:1", severity=Level.CRITICAL)
+    lost = CheckResult(name="lost", service="svc", kind="tcp", severity=Level.CRITICAL, ok=False,
+                       status=ServiceStatus.UNREACHABLE, latency_ms=None, summary="not checked: out of descriptors",
+                       probe_error="out of descriptors")
+    report = build_report([spec, down_spec, lost_spec], [ok, down, lost])
+    assert list(AGENT_RESPONSE.iter_errors(report)) == []
+    assert [s["name"] for s in report["services_checked"]] == ["up", "down"]  # "lost" neither passes nor fails
+    assert [e["key"] for e in report["events"]] == ["check:down"] and report["escalation"]["failed_checks"] == ["down"]
+    assert report["error"] == "probe error: 1 of 3 checks not checked (lost): out of descriptors"
+    assert report["summary"] == ("3 checks: 1 passing, 1 failing, 1 not checked (down: down said so). "
+                                 "Probe error: 1 of 3 checks not checked (lost): out of descriptors")
+    assert "error" not in build_report([spec], [ok])

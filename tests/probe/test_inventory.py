@@ -13,6 +13,7 @@ from app.paths import BUNDLED_DIR
 from app.probe.inventory import CheckSpec, Host, InventoryError, Problem, inventory_text, load_inventory
 from app.probe.targets import DURATION_PATTERN, NAME_PATTERN, format_duration, parse_duration, split_host_port
 from app.vocab import Level
+from tests.probe.test_yamltext import laughs
 
 EXAMPLE = """\
 interval: 5m                  # tier-0 cycle interval (optional; "30s", "5m", "1h", "1h30m" or a number of seconds; min 10s)
@@ -124,7 +125,7 @@ checks:
         "1: interval: 5s is too short; the minimum is 10s",
         "4: hosts[0].sh: unknown key 'sh' (allowed: name, ssh, description)",
         "8: checks[0].tmeout: unknown key 'tmeout' (allowed: name, service, description, http, tcp, dns, tls, "
-        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify)",
+        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
         "9: checks[0].severity: 'fatal' is not one of info, warning, critical",
         "10: checks[1]: missing 'name'",
         "12: checks[2].name: duplicate check name 'api' (first at line 6)",
@@ -147,7 +148,7 @@ def test_a_key_on_its_own_line_is_reported_there(tmp_path):
     path = write(tmp_path, "checks:\n  - name: a\n    tcp: 'db:1'\n\n    retries: 3\n    severity: 2\n")
     assert problems(path) == [
         "5: checks[0].retries: unknown key 'retries' (allowed: name, service, description, http, tcp, dns, tls, "
-        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify)",
+        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
         "6: checks[0].severity: 2 is not one of info, warning, critical",
     ]
 
@@ -159,7 +160,7 @@ def test_types_are_named(tmp_path):
         "4: checks[0].status: expected a status code from 100 to 599 or a list of them, got '200'",
         "5: checks[0].max_ms: expected a number, got a string 'fast'",
         "6: checks[0].verify: expected true or false, got a string 'maybe'",
-        "7: checks[0].headers: expected a mapping, got a list ['a']",
+        "7: checks[0].headers: expected a mapping, got a list (not shown: header values may be secrets)",
     ]
 
 
@@ -261,3 +262,114 @@ def test_inventory_text_hides_secrets_marks_failing_and_stays_small(tmp_path, mo
     assert len(text.encode()) < 8 * 1024, len(text.encode())
     assert {line.split(":")[0] for line in text.splitlines() if line.startswith("- svc-")} == {
         f"- svc-{i}" for i in range(7)}
+
+
+def test_nested_aliases_are_refused_at_their_line_before_they_expand(tmp_path):
+    # 10^8 strings in a few hundred bytes: every walk of the file (lines, schema, variables) would
+    # visit each one; the first alias is reported instead, the way every other problem is.
+    path = write(tmp_path, "checks:\n  - {name: a, tcp: 'db:1'}\nlaughs:\n" + laughs(indent="  "))
+    assert problems(path) == ["5: found the alias *l0: YAML anchors and aliases are not accepted here (each would be "
+                              "expanded everywhere it is used); write the value out"]
+    deep = write(tmp_path, "checks: " + "[" * 500 + "]" * 500 + "\n", "deep.yaml")
+    assert problems(deep) == ["1: nested more than 64 levels deep"]
+
+
+SECRETS_FILE = """\
+checks:
+  - name: api
+    http: https://api.internal/health
+    headers: "Authorization: Bearer hdrBearerTok0042xyz"
+  - name: admin
+    http: https://api.internal/admin
+    headers:
+      Authorization: [Bearer listedHdrTok7781]
+      X-Api-Key: 40213377001122
+  - name: db
+    tcp: "db:5432"
+    contains: {password: mappedPassw0rd55}
+  - name: token
+    dns: localhost
+    severity: ghp_R8s7Kd92LmQp0xZ1Wv3Yb4Nc5Td6Ue7Fg8Hi
+  - name: cut
+    tcp: "db:1"
+    timeout: "slow, see xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx ghp_Zq81xkL0aa9Pq2LsQwErTy7788990011aabb"
+  - name: resolver
+    dns: "Bearer dnsTok1234567 as host"
+maintenance:
+  - name: nightly
+    start: "02:00"
+    duration: 1h
+    description: {api_key: windowApiKey3141}
+"""
+FILE_SECRETS = ("hdrBearerTok0042xyz", "listedHdrTok7781", "40213377001122", "mappedPassw0rd55", "R8s7Kd92",
+                "Zq81xkL0", "dnsTok1234567", "windowApiKey3141")
+
+
+def test_problems_never_quote_a_value_that_may_be_a_secret(tmp_path):
+    """A header value, anything under a secret-named key and any secret shape stay out of the
+    problems (printed by `serve`, `checks validate`, the probe's failure and /config), also
+    when the quote is cut short; each problem still says where and what is wrong."""
+    found = problems(write(tmp_path, SECRETS_FILE))
+    text = "\n".join(found)
+    for secret in FILE_SECRETS:
+        assert secret not in text, (secret, text)
+    assert found == [
+        "4: checks[0].headers: expected a mapping, got a string (not shown: header values may be secrets)",
+        "8: checks[1].headers.Authorization: expected a string, got a list (not shown: header values may be secrets)",
+        "9: checks[1].headers.X-Api-Key: expected a string, got an integer (not shown: header values may be secrets)",
+        "12: checks[2].contains: applies only to http and command checks (this is a tcp check)",
+        "12: checks[2].contains: expected a string, got a mapping {'password': '[REDACTED]'}",
+        "15: checks[3].severity: '[REDACTED]' is not one of info, warning, critical",
+        "18: checks[4].timeout: 'slow, see xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx [REDACTED]' is not valid; use seconds or a "
+        "duration such as 30s, 5m, 1h30m, 500ms",
+        "20: checks[5].dns: 'Bearer [REDACTED] as host' is not a host name",
+        "25: maintenance[0].description: expected text of at most 500 characters, got {'api_key': '[REDACTED]'}",
+    ]
+
+
+def test_a_value_under_a_secret_named_key_is_never_quoted(tmp_path):
+    """Even when it has no secret shape: a password is whatever its owner typed."""
+    found = problems(write(tmp_path, "checks:\n  - name: a\n    tcp: 'db:1'\n    contains: {db_password: [42, hunter]}\n"))
+    assert not any("hunter" in line or "42" in line.split(":", 1)[1] for line in found), found
+
+
+def test_a_command_names_the_variables_it_may_see_and_the_file_its_concurrency(tmp_path):
+    inv = load_inventory(write(tmp_path, """\
+concurrency: 50
+checks:
+  - {name: pg, command: "pg_isready", env: [PGPASSWORD, PGHOST, _PRIVATE]}
+  - {name: plain, command: "true"}
+"""))
+    assert inv.concurrency == 50 and [c.env for c in inv.checks] == [("PGPASSWORD", "PGHOST", "_PRIVATE"), ()]
+    assert load_inventory(write(tmp_path, "checks: [{name: a, dns: localhost}]\n", "b.yaml")).concurrency is None
+
+
+def test_variables_a_check_may_not_name(tmp_path):
+    path = write(tmp_path, """\
+concurrency: 0
+checks:
+  - name: leak
+    command: "rev <<< $ANTHROPIC_API_KEY"
+    env:
+      - ANTHROPIC_API_KEY
+      - CLAUDE_CODE_OAUTH_TOKEN
+      - tierops_token
+      - TIEROPS_SERVE_URL
+      - 1BAD
+  - {name: web, http: "http://x/", env: [A]}
+  - {name: twice, command: "true", env: [A, A]}
+""")
+    found = problems(path)
+    assert found[0] == "1: concurrency: must be at least 1 (got 0)"
+    assert found[1:5] == [
+        "6: checks[0].env[0]: ANTHROPIC_API_KEY: ANTHROPIC_* variables belong to the claude CLI and never reach tier 0; "
+        "give the check a variable of its own",
+        "7: checks[0].env[1]: CLAUDE_CODE_OAUTH_TOKEN: CLAUDE_CODE_* variables belong to the claude CLI and never "
+        "reach tier 0; give the check a variable of its own",
+        "8: checks[0].env[2]: tierops_token: TIEROPS_* variables belong to TierOps and never reach tier 0; give the "
+        "check a variable of its own",
+        "10: checks[0].env[4]: '1BAD' is not valid; use an environment variable's name: letters, digits and '_', "
+        "not starting with a digit"]
+    assert found[5] == "11: checks[1].env: applies only to command checks (this is a http check)"
+    assert found[6].startswith("12: checks[2].env: ") and "non-unique" in found[6]
+    assert len(found) == 7, found

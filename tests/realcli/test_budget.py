@@ -88,21 +88,27 @@ class Capture:
         return [m for m in self.lines if m.get("type") == "result"][-1]
 
 
-def argv_for(claude_bin: str, prompt: str, budget: float, resume: str | None = None) -> list[str]:
-    """The command line exactly as TierOps builds it (prompt right after -p, the variadic tool lists
-    followed by other options), with ``--max-budget-usd``."""
-    return build_argv(claude_bin, prompt=prompt, model="sonnet",
-                      wire_schema=OutputValidator.from_file().wire_schema(),
-                      system_prompt="You are TierOps tier 2 (investigate).", allowed_tools=["Bash"],
-                      disallowed_tools=["WebSearch"], max_turns=10, resume=resume, max_budget_usd=budget)
+SYSTEM_FILE = ".tierops-system-prompt.md"  # in the cwd, as TierOps writes it
+SYSTEM = "You are TierOps tier 2 (investigate)."
 
 
-def run_cli(argv: list[str], cwd: Path, home: Path, fake: FakeAnthropic) -> Capture:
+def argv_for(claude_bin: str, prompt: str, budget: float, resume: str | None = None) -> tuple[list[str], str]:
+    """The command line exactly as TierOps builds it (no prompt in it, the variadic tool lists
+    followed by other options), with ``--max-budget-usd``; and the prompt, for stdin."""
+    argv = build_argv(claude_bin, model="sonnet", wire_schema=OutputValidator.from_file().wire_schema(),
+                      system_prompt_file=SYSTEM_FILE, allowed_tools=["Bash"], disallowed_tools=["WebSearch"],
+                      max_turns=10, resume=resume, max_budget_usd=budget)
+    return argv, prompt
+
+
+def run_cli(call: tuple[list[str], str], cwd: Path, home: Path, fake: FakeAnthropic) -> Capture:
+    argv, prompt = call
+    (cwd / SYSTEM_FILE).write_text(SYSTEM, encoding="utf-8")
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "ANTHROPIC_BASE_URL": fake.url,
            "ANTHROPIC_API_KEY": "sk-test-dummy", **ENV_FLAGS}
     before = len(fake.message_requests)
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+    proc = subprocess.run(argv, cwd=cwd, env=env, input=prompt, capture_output=True, text=True,
                           timeout=60, check=False)
     return Capture(argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started,
                    len(fake.message_requests) - before)
@@ -207,8 +213,8 @@ def _write_fixture(claude_bin: str, out: Path) -> None:
                                                 "ANTHROPIC_API_KEY": "sk-test-dummy", **ENV_FLAGS}.items())
         (out / "cmd.txt").write_text(
             f"# scenario: {SCENARIO}   (fake API script: tests/realcli/test_budget.py capture())\n"
-            f"# cwd: {base}/cwd\n# stdin: /dev/null\n"
-            f"cd {base}/cwd && env -i {env} {shlex.join(['claude', *run.argv[1:]])} < /dev/null\n"
+            f"# cwd: {base}/cwd (holding {SYSTEM_FILE}: {SYSTEM})\n# stdin: the prompt, a pipe then closed\n"
+            f"cd {base}/cwd && printf '%s' {shlex.quote(PROMPT)} | env -i {env} {shlex.join(['claude', *run.argv[1:]])}\n"
             f"# exit code: {run.exit_code}\n# wall time: {run.wall_s:.2f}s\n", encoding="utf-8")
         lines = run.lines
         meta = {"exit_code": run.exit_code, "wall_s": round(run.wall_s, 2), "timeout_s": 60,

@@ -190,3 +190,43 @@ async def test_sender_values_in_labels_annotations_and_links_are_redacted(db):
     stored = json.dumps([inc, await alert_incidents.incident_alerts(db, inc["id"])])
     assert secret not in stored
     assert inc["links"][0]["url"].startswith("https://ci.example.com/?token=")  # still a link, the secret masked
+
+
+async def test_the_service_key_and_fingerprints_are_redacted_before_they_are_stored_or_cut(db):
+    """A blackbox ``instance`` URL with a password becomes an alert's service; before, the service was
+    stored as sent (the overview, the incidents API and a /metrics label showed it)."""
+    secret = "sk-ant-api03-" + "Q" * 40
+    url = "https://monitor:" + "p" * 190 + "hunter2-long-secret@shop.example.com/"  # the cut at 200 splits it
+    entry = AlertEntry(fingerprint=f"fp-{secret}", firing=True, severity="critical", title="probe failed",
+                       labels={"instance": url})
+    change = await alert_incidents.observe_alerts(db, AlertDelivery(
+        key=f"alert:fp-{secret}", source="alertmanager", name="ProbeFailed", title="probe failed", service=url,
+        evidence="down", detail="alertmanager firing", alerts=[entry], left_out=12), flap_count=3, flap_window_s=3600)
+    inc = change.incident
+    assert secret not in inc["key"] and inc["key"] == "alert:fp-[REDACTED]"
+    assert inc["service"] == ("https://monitor:[REDACTED]@shop.example.com/")[:200] and "ppp" not in inc["service"]
+    assert inc["alerts_truncated"] == 12
+    [row] = await alert_incidents.incident_alerts(db, inc["id"])
+    assert row["fingerprint"] == "fp-[REDACTED]" and "hunter2" not in json.dumps(row)
+    again = await alert_incidents.observe_alerts(db, AlertDelivery(
+        key=f"alert:fp-{secret}", source="alertmanager", name=None, title="probe failed", service=url,
+        evidence="down", detail="again", alerts=[entry]), flap_count=3, flap_window_s=3600)
+    assert again.kind == "seen" and again.incident["id"] == inc["id"] and again.incident["alerts_truncated"] == 0
+
+
+async def test_an_incident_flagged_for_attention_is_listed_until_acknowledged(db):
+    from app.store import dashboard
+
+    opened = await deliver(db, 0)
+    pk = opened.incident["id"]
+    assert await dashboard.incident_attention(db) == ([], 0)
+    await alert_incidents.needs_attention(db, pk, "not investigated: the run queue is full", now=at(1))
+    [flagged], total = await dashboard.incident_attention(db)
+    assert total == 1 and (flagged["id"], flagged["attention"], flagged["attention_at"]) == (
+        pk, "not investigated: the run queue is full", at(1))
+    inc = await incidents.get_incident(db, pk)
+    assert inc["attention"] == flagged["attention"]
+    assert [t["kind"] for t in await incidents.timeline(db, pk)][-1] == "attention"
+    await incidents.acknowledge(db, pk, "alice", "looking")
+    assert await dashboard.incident_attention(db) == ([], 0)
+    assert (await incidents.get_incident(db, pk))["attention"]  # the incident keeps why

@@ -1,10 +1,13 @@
 """``app/store/run_queue.py`` against a real SQLite file (issue #13): a bounded FIFO of runs
 waiting for a free cycle, claimed oldest first, put back when the claim loses the cycle, and the
-claims a killed server left behind marked failed."""
+claims a killed server left behind marked failed; an alert's investigation queued, coalesced with
+a waiting run of its service, or flagged for a human when the queue is full, in one transaction."""
 
 from __future__ import annotations
 
-from app.store import alert_incidents, run_queue, sessions
+import asyncio
+
+from app.store import alert_incidents, incidents, run_queue, sessions
 
 
 async def enqueue(db, prompt: str = "## Alert\nsomething", incident_id: int | None = None, limit: int = 5):
@@ -88,3 +91,68 @@ async def test_prompts_and_errors_are_redacted(db):
     await run_queue.claim_next(db)
     await run_queue.mark_failed(db, row["id"], f"failed with {secret}")
     assert secret not in (await run_queue.get_run(db, row["id"]))["error"]
+
+
+async def _incident(db, n: int, service: str | None):
+    change = await alert_incidents.observe_alert(db, fingerprint=f"fp{n}", firing=True, severity="critical",
+                                                 title=f"node-{n} down", evidence="down", service=service,
+                                                 detail="generic firing", flap_count=3, flap_window_s=3600)
+    return change.incident
+
+
+async def investigate(db, inc, *, limit: int = 2, prompt: str | None = None):
+    return await run_queue.enqueue_investigation(
+        db, source="alert", tier=1, incident_id=inc["id"], service=inc["service"],
+        prompt=prompt or f"## Alert\nincident #{inc['id']}", addition=f"\n\n## Also incident #{inc['id']}",
+        short=f"\n- also #{inc['id']}", limit=limit, full_reason="not investigated: the run queue is full")
+
+
+async def test_an_investigation_is_queued_coalesced_by_service_or_flagged_when_full(db):
+    a1, a2, b1, c1, none1 = [await _incident(db, n, s) for n, s in enumerate(["a", "a", "b", "c", None])]
+    first = await investigate(db, a1)
+    assert first.kind == "queued" and first.row["incident_ids"] == [a1["id"]]
+    assert (await investigate(db, a1)).kind == "already"  # nothing twice
+    joined = await investigate(db, a2)
+    assert joined.kind == "coalesced" and joined.row["id"] == first.row["id"]
+    assert joined.row["incident_ids"] == [a1["id"], a2["id"]]
+    assert joined.row["prompt"] == f"## Alert\nincident #{a1['id']}\n\n## Also incident #{a2['id']}"
+    assert (await investigate(db, b1)).kind == "queued"
+    full = await investigate(db, c1)
+    assert full.kind == "full" and full.row is None
+    flagged = await incidents.get_incident(db, c1["id"])
+    assert flagged["attention"] == "not investigated: the run queue is full" and flagged["attention_at"]
+    assert (await incidents.timeline(db, c1["id"]))[-1]["kind"] == "attention"
+    assert (await investigate(db, none1)).kind == "full"  # no service: nothing to coalesce with
+    assert await run_queue.queued_count(db) == 2
+    # a started run absorbs nothing more: the next incident of its service waits in a run of its own
+    claimed = await run_queue.claim_next(db)
+    assert claimed["incident_ids"] == [a1["id"], a2["id"]]
+    a3 = await _incident(db, 9, "a")
+    assert (await investigate(db, a3)).kind == "queued"
+
+
+async def test_the_bound_holds_under_concurrent_deliveries(db):
+    """Forty incidents of forty services queued at once against a bound of three: exactly three runs,
+    every other incident flagged; none lost, none over the bound."""
+    made = [await _incident(db, n, f"svc-{n}") for n in range(40)]
+    results = await asyncio.gather(*(investigate(db, inc, limit=3) for inc in made))
+    assert sorted(r.kind for r in results).count("queued") == 3
+    assert [r.kind for r in results].count("full") == 37
+    assert await run_queue.queued_count(db) == 3
+    flagged = sum(1 for inc in await incidents.get_incidents(db, [i["id"] for i in made]) if inc["attention"])
+    assert flagged == 37
+
+
+async def test_a_coalesced_prompt_is_capped_then_names_each_incident_by_a_line(db):
+    made = [await _incident(db, n, "api") for n in range(4)]
+    await investigate(db, made[0], prompt="x" * (run_queue.PROMPT_MAX - 50))
+    big = "y" * 200
+    await run_queue.enqueue_investigation(db, source="alert", tier=1, incident_id=made[1]["id"], service="api",
+                                          prompt="-", addition=big, short="\n- also #1", limit=2, full_reason="-")
+    row = (await run_queue.list_runs(db))[0]
+    assert row["prompt"].endswith("\n- also #1") and big not in row["prompt"]
+    huge = "z" * run_queue.PROMPT_NAMES_MAX
+    await run_queue.enqueue_investigation(db, source="alert", tier=1, incident_id=made[2]["id"], service="api",
+                                          prompt="-", addition=huge, short=huge, limit=2, full_reason="-")
+    row = (await run_queue.list_runs(db))[0]
+    assert len(row["prompt"]) < run_queue.PROMPT_NAMES_MAX and row["incident_ids"] == [i["id"] for i in made[:3]]

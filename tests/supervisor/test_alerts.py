@@ -41,3 +41,29 @@ async def test_a_group_is_one_change_told_once_and_an_answer_per_alert(db):
     assert [o.change_word for o in resolved] == ["resolved"] * 3
     assert [o.change_word for o in await apply(db, sample("alertmanager-group-resolved"))] == ["ignored"] * 3
     assert incident_changes(await apply(db, sample("alertmanager-group-resolved"))) == []
+
+
+async def test_without_the_claude_cli_an_opened_incident_needs_attention(db, make_settings, validator, tmp_path):
+    """No session row exists to carry the flag: the incident carries it, with a timeline entry, and the
+    run's answer and message say a human must look."""
+    from app.store import incidents
+    from app.supervisor.alerts import receive_alerts
+    from app.supervisor.scheduler import Supervisor
+
+    sup = Supervisor(db, make_settings(tmp_path / "no-such-claude"), validator)
+    await sup.start()
+    try:
+        _, alerts = parse_payload(sample("generic-firing"))
+        [outcome] = await receive_alerts(sup, alerts)
+    finally:
+        await sup.shutdown()
+    assert outcome.run.needs_human and outcome.run.session_pk is None
+    assert outcome.run.action_line().endswith("A human must look.")
+    inc = await incidents.get_incident(db, outcome.change.incident["id"])
+    assert inc["attention"].startswith("not investigated: ") and "a human must look" in inc["attention"]
+    assert (await incidents.timeline(db, inc["id"]))[-1]["kind"] == "attention"
+
+
+def test_a_joined_run_says_so_in_the_incidents_message():
+    line = RunOutcome(queued_id=4, coalesced=True).action_line()
+    assert line.startswith("Investigating: joined run #4, queued for another incident of the same service")

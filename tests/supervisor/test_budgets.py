@@ -54,8 +54,9 @@ async def test_max_budget_usd_is_passed_only_to_a_tier_that_has_one(db, make_set
     assert [s["tier"] for s in chain] == [1, 2]
     first, second = fake.invocations()
     assert (budget_flag(first), budget_flag(second)) == (None, "0.5")
-    # the prompt is still right after -p, and the value after the flag is not taken for a prompt
-    assert second["usage_error"] is None and second["parsed"]["positionals"] == [second["parsed"]["prompt"]]
+    # the value after the flag is not taken for a prompt: the prompt came on stdin
+    assert second["usage_error"] is None and second["parsed"]["positionals"] == []
+    assert second["parsed"]["prompt_from"] == "stdin"
     assert second["parsed"]["prompt"].startswith("# TierOps tier 2")
     rows = await db.fetchall("SELECT max_budget_usd FROM sessions ORDER BY id")
     assert [r["max_budget_usd"] for r in rows] == [None, 0.5]

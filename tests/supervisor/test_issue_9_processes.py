@@ -35,7 +35,6 @@ from app.supervisor.chain import run_chain
 from app.supervisor.runner import (
     DRAIN_AFTER_KILL,
     EOF_GRACE,
-    INLINE_TEXT_MAX,
     MAX_ARG_STRLEN,
     Launch,
     RunningProcess,
@@ -432,14 +431,13 @@ async def test_large_prompt_and_system_prompt_start_a_session(db, make_settings,
     first, again = fake.invocations()
     sp_file = str((tmp_path / "state").resolve() / "sessions" / str(result.pk) / SYSTEM_PROMPT_FILE)
     assert first["stdin_kind"] == "pipe" and first["stdin_prompt"] == prompt
-    assert first["parsed"]["prompt"] is None and first["usage_error"] is None
+    assert first["parsed"]["prompt_from"] == "stdin" and first["usage_error"] is None
     for inv in (first, again):
-        assert max(len(a.encode()) for a in inv["argv"]) < INLINE_TEXT_MAX
+        assert max(len(a.encode()) for a in inv["argv"]) < 64 * 1024
         assert inv["parsed"]["append_system_prompt_file"] == sp_file
-        assert "append_system_prompt" not in inv["parsed"]
         assert inv["system_prompt_file_text"] == system
-    # the resume prompt is short: inline, with stdin /dev/null as always
-    assert again["parsed"]["prompt"].startswith("Your previous answer did not call") and again["stdin_is_devnull"]
+    # the resume's prompt goes to stdin too
+    assert again["stdin_prompt"].startswith("Your previous answer did not call") and again["stdin_kind"] == "pipe"
     assert again["parsed"]["resume"] == sid
     # the database keeps the full texts
     assert row["prompt"] == prompt and row["system_prompt"] == system
@@ -447,14 +445,13 @@ async def test_large_prompt_and_system_prompt_start_a_session(db, make_settings,
     assert oct(os.stat(sp_file).st_mode & 0o777) == "0o600"
 
 
-async def test_small_texts_stay_on_the_command_line(db, make_settings, validator, tmp_path):
+async def test_small_texts_stay_off_the_command_line_too(db, make_settings, validator, tmp_path):
     fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
-    prompt, system = "p" * (INLINE_TEXT_MAX - 10), "s" * (INLINE_TEXT_MAX - 10)
-    result, row = await run_session(db, make_settings(fake), validator, prompt=prompt, system=system)
+    result, row = await run_session(db, make_settings(fake), validator, prompt="p" * 10, system="s" * 10)
     [inv] = fake.invocations()
-    assert inv["parsed"]["prompt"] == prompt and inv["parsed"]["append_system_prompt"] == system
-    assert inv["stdin_is_devnull"] and row["status"] == "completed"
-    assert not (tmp_path / "state" / "sessions" / str(result.pk) / SYSTEM_PROMPT_FILE).exists()
+    assert (inv["stdin_prompt"], inv["system_prompt_file_text"]) == ("p" * 10, "s" * 10)
+    assert not any("pppp" in a or "ssss" in a for a in inv["argv"]) and row["status"] == "completed"
+    assert (tmp_path / "state" / "sessions" / str(result.pk) / SYSTEM_PROMPT_FILE).exists()
 
 
 async def test_an_argument_over_the_kernel_limit_is_a_clear_failure(db, make_settings, validator, tmp_path):

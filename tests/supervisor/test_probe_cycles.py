@@ -270,3 +270,34 @@ async def test_people_hear_of_the_incident_what_tierops_did_its_outcome_and_reco
             await sup.shutdown()
     finally:
         receiver.close()
+
+
+async def test_tier0_and_its_commands_hold_no_credentials(db, make_settings, validator, fake, tmp_path, monkeypatch):
+    """The supervisor has the CLI's key; tier 0 must not: not in a command's environment (printed
+    reversed it would pass redaction into the stored lines), not in the probe's own (a command can
+    read /proc/$PPID/environ), not through the CLI's HOME (its stored login). A variable a check
+    names is given to it, from the supervisor's environment."""
+    key, pg = "sk-ant-api03-tier0-leak-0123456789abcdef", "pg-s3cret-horse-battery"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("PGPASSWORD", pg)
+    state = tmp_path / "state"
+    (state / "home" / ".claude").mkdir(parents=True)
+    (state / "home" / ".claude" / ".credentials.json").write_text(json.dumps({"accessToken": key}))
+    checks = tmp_path / "leaks.yaml"
+    checks.write_text("""\
+checks:
+  - {name: cli-key, command: "bash -c 'rev <<< \\"$ANTHROPIC_API_KEY\\"'"}
+  - {name: probe-env, command: "tr '\\\\0' '\\\\n' < /proc/$PPID/environ | rev"}
+  - {name: cli-login, command: "echo home=$HOME; rev < $HOME/.claude/.credentials.json || true"}
+  - {name: named, command: "bash -c 'rev <<< \\"$PGPASSWORD\\"'", env: [PGPASSWORD]}
+""", encoding="utf-8")
+    sup = Supervisor(db, make_settings(fake, checks=checks), validator)
+    [link] = await cycle(sup)
+    assert (link["tier"], link["status"]) == (0, "completed"), link
+    stored = "\n".join(r[0] for r in await db.fetchall("SELECT raw FROM activity WHERE session_pk = ? ORDER BY seq",
+                                                       (link["id"],)))
+    assert "=HTAP" in stored  # the probe's environment was read (reversed: PATH=…)
+    assert key[::-1][:16] not in stored and key[:16] not in stored
+    assert f"home={state / 'probe-home'}" in stored  # a HOME of its own, not the CLI's
+    assert pg[::-1] in stored  # named by its check: the operator's choice
+    assert json.loads(stored.splitlines()[-1])["structured_output"]["events"] == []

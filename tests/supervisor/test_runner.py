@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from app import errors
+from app.config import Settings
 from app.supervisor.chain import run_chain
 from app.supervisor.runner import (
     INSTALL_HINT,
@@ -27,7 +28,9 @@ from app.supervisor.runner import (
     RunningProcess,
     build_argv,
     child_env,
+    is_probe,
     resolve_binary,
+    tier0_env,
 )
 from app.supervisor.session import SessionHandle
 from app.tasks import spawn
@@ -41,35 +44,41 @@ VARIADIC = ("--allowedTools", "--disallowedTools")
 SCHEMA = '{"type":"object"}'
 
 
-def _argv(prompt: str = "Check the services.", *, allowed=("Read", "Bash(git *)"), disallowed=("Edit",),
-          max_turns: int | None = 7, resume: str | None = None, system: str = "role text") -> list[str]:
-    return build_argv("claude", prompt=prompt, model="haiku", wire_schema=SCHEMA, system_prompt=system,
+SYSTEM_FILE = "/state/sessions/7/.tierops-system-prompt.md"
+
+
+def _argv(*, allowed=("Read", "Bash(git *)"), disallowed=("Edit",), max_turns: int | None = 7,
+          resume: str | None = None) -> list[str]:
+    return build_argv("claude", model="haiku", wire_schema=SCHEMA, system_prompt_file=SYSTEM_FILE,
                       allowed_tools=list(allowed), disallowed_tools=list(disallowed), max_turns=max_turns,
                       resume=resume)
 
 
-def _assert_safe_shape(argv: list[str], prompt: str) -> None:
-    """Prompt right after -p; every variadic list is one token followed by an option or the end."""
-    assert argv[1:3] == ["-p", prompt]
+def _assert_safe_shape(argv: list[str]) -> None:
+    """No prompt argument (the CLI reads it from stdin); every variadic list is one token followed
+    by an option or the end."""
+    assert argv[1] == "-p" and argv[2].startswith("--")
     for i, tok in enumerate(argv):
         if tok in VARIADIC:
             assert i + 1 < len(argv) and not argv[i + 1].startswith("-"), argv
             assert i + 2 == len(argv) or argv[i + 2].startswith("--"), f"{tok} list not closed: {argv}"
     parsed = parse_argv(argv[1:])  # the fake's commander-like parser: what the CLI would see
-    assert parsed["positionals"] == [prompt]
+    assert parsed["positionals"] == []
     assert parsed["unknown_options"] == []
-    assert usage_error(parsed, "devnull") is None
+    assert usage_error(parsed, "stdin-prompt") is None  # the prompt came on stdin
+    assert usage_error(parsed, "devnull") is not None  # and only there
 
 
 @pytest.mark.parametrize("allowed,disallowed,max_turns,resume", list(itertools.product(
     [(), ("Read",), ("Read", "Bash(systemctl status *)")], [(), ("Edit", "Write")], [None, 5],
     [None, "6f1c1a47-3f0e-4d55-9a51-2b7f3b1c9e10"])))
-def test_build_argv_prompt_first_and_variadic_lists_closed(allowed, disallowed, max_turns, resume):
+def test_build_argv_no_prompt_and_variadic_lists_closed(allowed, disallowed, max_turns, resume):
     argv = _argv(allowed=allowed, disallowed=disallowed, max_turns=max_turns, resume=resume)
-    _assert_safe_shape(argv, "Check the services.")
+    _assert_safe_shape(argv)
     parsed = parse_argv(argv[1:])
     assert parsed["model"] == "haiku" and parsed["output_format"] == "stream-json" and parsed["verbose"]
-    assert parsed["json_schema"] == SCHEMA and parsed["append_system_prompt"] == "role text"
+    assert parsed["json_schema"] == SCHEMA and parsed["append_system_prompt_file"] == SYSTEM_FILE
+    assert "append_system_prompt" not in parsed  # never the text itself
     if allowed:
         assert argv[argv.index("--allowedTools") + 1] == ",".join(allowed)  # one token, rules intact
     else:
@@ -85,42 +94,36 @@ def test_build_argv_prompt_first_and_variadic_lists_closed(allowed, disallowed, 
 def test_build_argv_default_tier_rules_with_spaces_stay_one_token(settings):
     for tier in (1, 2, 3):
         cfg = settings.tier(tier)  # the shipped defaults: rules like "Bash(systemctl status *)"
-        argv = build_argv("claude", prompt="p", model=cfg.model, wire_schema=SCHEMA, system_prompt="s",
+        argv = build_argv("claude", model=cfg.model, wire_schema=SCHEMA, system_prompt_file=SYSTEM_FILE,
                           allowed_tools=cfg.allowed_tools, disallowed_tools=cfg.disallowed_tools,
                           max_turns=cfg.max_turns)
         assert argv[argv.index("--allowedTools") + 1] == ",".join(cfg.allowed_tools)
-        _assert_safe_shape(argv, "p")
+        _assert_safe_shape(argv)
     assert "Bash(systemctl status *)" in settings.tier(1).allowed_tools
 
 
 def test_build_argv_resume_repeats_schema_and_system_prompt():
     sid = cc.new_session_id()
     first = _argv()
-    again = _argv("Call StructuredOutput now.", resume=sid)
+    again = _argv(resume=sid)
     assert again[again.index("--resume") + 1] == sid
-    for flag in ("--json-schema", "--append-system-prompt", "--model", "--allowedTools", "--disallowedTools",
+    for flag in ("--json-schema", "--append-system-prompt-file", "--model", "--allowedTools", "--disallowedTools",
                  "--max-turns", "--verbose", "--output-format"):
         assert flag in again
         if flag not in ("--verbose",):
             assert again[again.index(flag) + 1] == first[first.index(flag) + 1]
-    _assert_safe_shape(again, "Call StructuredOutput now.")
+    _assert_safe_shape(again)
 
 
-@pytest.mark.parametrize("prompt", ["-x", "--version", "--allowedTools Bash", "-", "- list every service"])
-def test_build_argv_leading_dash_prompt_is_not_an_option(prompt):
-    argv = _argv(prompt)
-    assert argv[2] == " " + prompt
-    _assert_safe_shape(argv, " " + prompt)
-    assert not parse_argv(argv[1:]).get("version")
-
-
-async def test_leading_dash_prompt_reaches_the_fake_as_a_prompt(db, make_settings, validator, tmp_path):
+@pytest.mark.parametrize("prompt", ["--version", "- list every service"])
+async def test_leading_dash_prompt_reaches_the_fake_as_a_prompt(db, make_settings, validator, tmp_path, prompt):
+    """On stdin a prompt is never read as an option: it arrives as written."""
     sid = cc.new_session_id()
     fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(sid, healthy())}])
-    _result, row = await run_session(db, make_settings(fake), validator, prompt="--version")
+    _result, row = await run_session(db, make_settings(fake), validator, prompt=prompt)
     [inv] = fake.invocations()
     assert not inv["version_probe"] and inv["usage_error"] is None
-    assert inv["parsed"]["prompt"] == " --version"
+    assert (inv["parsed"]["prompt"], inv["parsed"]["prompt_from"]) == (prompt, "stdin")
     assert row["status"] == "completed" and row["source"] == "structured_output"
 
 
@@ -142,8 +145,24 @@ def test_child_env_keeps_only_the_allowed_names():
     assert child_env(Path("/h"), ["HOME"], {"HOME": "/root"}) == {"HOME": "/h", "PATH": os.defpath}
 
 
-async def test_child_sees_devnull_stdin_own_group_session_cwd_and_exact_env(db, make_settings, validator, tmp_path,
-                                                                          monkeypatch):
+def test_tier0_is_told_apart_and_gets_the_probe_environment(tmp_path):
+    probe = Settings(checks=tmp_path / "checks.yaml", home=tmp_path / "state").tier(0)
+    argv = [*probe.command, "-p", "--model", probe.model, "--output-format", "stream-json", "--verbose"]
+    assert is_probe(argv) and not is_probe(["claude", "-p", "--model", "haiku", "--append-system-prompt-file",
+                                            "tierops-probe"])
+    (tmp_path / "checks.yaml").write_text("checks: [{name: x, command: 'true', env: [X_PASSWORD]}]\n")
+    home = tmp_path / "state" / "home"
+    home.mkdir(parents=True)
+    launch = Launch(argv, tmp_path, {**child_env(home, []), "ANTHROPIC_API_KEY": "sk-test", "PYTHONPATH": "/x"},
+                    timeout=5)
+    env = tier0_env(launch)
+    assert "ANTHROPIC_API_KEY" not in env and env["PYTHONPATH"] == "/x"
+    assert env["HOME"] == str(tmp_path / "state" / "probe-home")
+    assert "X_PASSWORD" not in env  # named, but not in this process's environment
+
+
+async def test_child_gets_the_prompt_on_stdin_own_group_session_cwd_and_exact_env(db, make_settings, validator,
+                                                                                 tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
     monkeypatch.setenv("TIEROPS_TEST_ALLOWED", "yes")  # not a setting: only passed because allow-listed
@@ -154,7 +173,8 @@ async def test_child_sees_devnull_stdin_own_group_session_cwd_and_exact_env(db, 
     result, row = await run_session(db, settings, validator)
     [inv] = fake.invocations()
     state = (tmp_path / "state").resolve()
-    assert inv["stdin_is_devnull"] is True
+    assert (inv["stdin_kind"], inv["stdin_prompt"]) == ("pipe", "Check the services.")  # written, then closed
+    assert "Check the services." not in inv["argv"]
     assert inv["pgid"] == inv["pid"] and inv["sid"] == inv["pid"]  # its own session and process group
     assert inv["pgid"] != os.getpgrp()
     assert Path(inv["cwd"]).resolve() == state / "sessions" / str(result.pk)

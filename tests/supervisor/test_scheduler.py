@@ -18,7 +18,7 @@ import pytest
 from app.engine.recorder import SessionRecorder
 from app.supervisor.scheduler import CycleBusy, Supervisor, status
 from tests.fakes import claude_control as cc
-from tests.helpers import alive, healthy, kill_leftovers, wait_until
+from tests.helpers import alive, escalating, healthy, kill_leftovers, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -255,6 +255,97 @@ async def test_shutdown_stops_the_running_cycle(db, make_settings, validator, tm
         kill_leftovers(fake)
 
 
+HANDOFF = {"escalate": True, "reason": "nginx keeps crashing", "failed_checks": ["nginx"]}
+
+
+def writes_handoff_then_hangs(tmp_path: Path, *later: dict) -> cc.FakeClaude:
+    """Tier 1 writes the legacy handoff.json (escalate!) in its cwd, prints its init line and hangs;
+    ``later`` stages are what a next tier would run."""
+    return cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1,
+         "write_files": {"handoff.json": HANDOFF}}, *later])
+
+
+async def test_a_stopped_session_never_escalates_on_the_handoff_it_wrote(db, make_settings, validator, tmp_path):
+    """Stop through the real Supervisor.stop_session while the CLI runs, after it wrote handoff.json
+    asking to escalate: the session is interrupted, its escalation decision is not routed (a note
+    says why), no next tier starts and no approval is asked for."""
+    from app.output.route import STOPPED_ESCALATION_NOTE
+
+    fake = writes_handoff_then_hangs(tmp_path, {"lines": cc.structured_stream(cc.new_session_id(), healthy())})
+    sup = Supervisor(db, make_settings(fake, tier2_approval="manual"), validator)
+    start = await sup.start_cycle()
+    try:
+        await wait_until(lambda: fake.invocations() and sup.handles, what="tier 1's CLI")
+        assert (Path(fake.last()["cwd"]) / "handoff.json").is_file()
+        assert sup.stop_session(start.session_pk) is True
+        chain = await asyncio.wait_for(start.task, 10)
+    finally:
+        kill_leftovers(fake)
+    assert len(fake.invocations()) == 1  # tier 2 never started
+    [row] = [dict(r) for r in await db.fetchall("SELECT * FROM sessions")]
+    assert [(link["id"], link["status"]) for link in chain] == [(start.session_pk, "interrupted")]
+    assert (row["status_reason"], row["source"], row["escalation_needed"], row["escalation_reason"]) == (
+        "stopped by an operator", "handoff", None, None)
+    assert json.loads(row["handoff_raw"]) == HANDOFF  # what the model wrote is kept, not acted on
+    assert STOPPED_ESCALATION_NOTE in json.loads(row["notes"])
+    assert row["attention"] is None and row["escalated_to"] is None and row["escalation_gate"] is None
+    assert await db.fetchval("SELECT count(*) FROM approvals") == 0
+
+
+async def test_a_shutdown_between_two_tiers_starts_no_new_cli(db, make_settings, validator, tmp_path):
+    """Tier 1 finished asking to escalate; the shutdown lands before tier 2 starts (the moment the
+    hub announces tier 1's end): tier 2's CLI never starts, tier 1 needs attention with why, and
+    the supervisor claims no new cycle."""
+    from app.supervisor.halt import StopRequested
+
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), escalating())},
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1}])
+    sup = Supervisor(db, make_settings(fake), validator)
+    sub = sup.hub.subscribe()
+    start = await sup.start_cycle()
+    try:
+        while (item := await asyncio.wait_for(sub.get(), 20)).kind != "session_finished":
+            pass
+        assert item.session_pk == start.session_pk
+        await sup.shutdown()
+        chain = start.task.result()
+        with pytest.raises(StopRequested, match="no cycle starts: the supervisor is shutting down"):
+            await sup.start_cycle()
+    finally:
+        sub.close()
+        kill_leftovers(fake)
+    assert len(fake.invocations()) == 1, "tier 2's CLI started after the shutdown"
+    assert [(link["tier"], link["status"]) for link in chain] == [(1, "completed")]
+    assert chain[0]["attention"] == "escalation to tier 2 not started: the supervisor is shutting down"
+    assert chain[0]["escalated_to"] is None
+    assert await db.fetchval("SELECT count(*) FROM sessions") == 1
+
+
+async def test_a_stop_while_the_next_tier_is_being_prepared_starts_no_cli(db, make_settings, validator, tmp_path):
+    """The operator's Stop reaches the running cycle (Supervisor.stop_all) after tier 1 finished:
+    the chain is stopped, not only the session that happened to be running."""
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), escalating())},
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1}])
+    sup = Supervisor(db, make_settings(fake), validator)
+    sub = sup.hub.subscribe()
+    start = await sup.start_cycle()
+    try:
+        while (await asyncio.wait_for(sub.get(), 20)).kind != "session_finished":
+            pass
+        sup.stop_all()
+        chain = await asyncio.wait_for(start.task, 10)
+    finally:
+        sub.close()
+        kill_leftovers(fake)
+    assert len(fake.invocations()) == 1
+    assert chain[0]["attention"] == "escalation to tier 2 not started: stopped by an operator"
+    fake.set_stages([{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    assert [s["status"] for s in await sup.run_cycle()] == ["completed"]  # the next cycle runs as ever
+
+
 def test_cycle_lock_file_names_the_holder(tmp_path):
     from app.supervisor.scheduler import _CycleLock
 
@@ -269,6 +360,56 @@ def test_cycle_lock_file_names_the_holder(tmp_path):
     finally:
         lock.release()
     assert lock.held_elsewhere() is False
+
+
+PROBER = """
+import sys
+from pathlib import Path
+from app.supervisor.scheduler import _CycleLock
+lock, probes = _CycleLock(Path(sys.argv[1])), 0
+print("probing", flush=True)
+while not Path(sys.argv[2]).exists():
+    lock.holder()
+    probes += 1
+print(probes, flush=True)
+"""
+
+CLAIMER = """
+import sys
+from pathlib import Path
+from app.supervisor.scheduler import CycleBusy, _CycleLock
+refused = 0
+for _ in range(int(sys.argv[2])):
+    lock = _CycleLock(Path(sys.argv[1]))
+    try:
+        lock.acquire("claim while probed")
+    except CycleBusy:
+        refused += 1
+        continue
+    lock.release()
+print(refused, flush=True)
+"""
+
+
+def test_probing_for_a_cycle_never_makes_a_claim_fail(tmp_path):
+    """/healthz, /metrics and the overview ask whether a cycle runs, in one process, while another
+    process claims cycles: no claim may be refused because of a probe (it would skip a scheduled
+    cycle). Two real processes, one probing and one claiming, as fast as they can."""
+    lock_path, stop = tmp_path / "state" / "cycle.lock", tmp_path / "stop-probing"
+    lock_path.parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    prober = subprocess.Popen([sys.executable, "-c", PROBER, str(lock_path), str(stop)], stdout=subprocess.PIPE,
+                              cwd=REPO, env=env, text=True)
+    try:
+        assert prober.stdout.readline() == "probing\n"
+        claimer = subprocess.run([sys.executable, "-c", CLAIMER, str(lock_path), "4000"], capture_output=True,
+                                 cwd=REPO, env=env, text=True, timeout=50)
+        assert claimer.returncode == 0, claimer.stderr
+    finally:
+        stop.touch()
+        probes = int(prober.communicate(timeout=10)[0])
+    assert probes > 100  # the probes ran beside the claims
+    assert int(claimer.stdout) == 0, f"{claimer.stdout.strip()} of 4000 claims refused while {probes} probes ran"
 
 
 async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, make_settings, validator, tmp_path):

@@ -49,7 +49,7 @@ async def test_missing_output_is_recovered_by_resuming_the_same_session(db, make
     assert again["parsed"]["model"] == first["parsed"]["model"]
     assert again["cwd"] == first["cwd"]
     assert again["env"] == first["env"] and again["env"]["HOME"] == first["env"]["HOME"]
-    assert again["stdin_is_devnull"] and again["pgid"] == again["pid"]
+    assert again["parsed"]["prompt_from"] == "stdin" and again["pgid"] == again["pid"]
     prompt = again["parsed"]["prompt"]
     assert prompt.startswith("Your previous answer did not call the StructuredOutput tool")
     assert "Call the StructuredOutput tool now, once" in prompt

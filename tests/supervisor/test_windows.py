@@ -75,3 +75,28 @@ async def test_an_alert_held_by_a_window_is_investigated_when_the_window_ends(db
     assert first["title"] == (f"[CRITICAL] api: HighRequestLatency (alertmanager) still firing after maintenance "
                               f"window #{window['id']} api deploy")
     assert "Investigating: tier 1 queued as run #1" in first["message"]
+
+
+async def test_when_the_queue_is_full_at_the_windows_end_the_incident_needs_attention(db, make_settings, validator,
+                                                                                     tmp_path):
+    """Before, the message said a human must look and the incident said nothing."""
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    settings = make_settings(fake, alert_queue_max=1)
+    window = await maintenance_store.create_window(db, starts_at=utcnow(), ends_at=_hour_from_now(),
+                                                   reason="api deploy", created_by="test", services=["api"])
+    sup = Supervisor(db, settings, validator)
+    await sup.start()
+    try:
+        _, alerts = parse_payload(json.loads((ALERTS / "alertmanager-group-firing.json").read_text()))
+        await receive_alerts(sup, alerts)
+        [inc] = await incidents.list_incidents(db)
+        await run_queue.enqueue(db, source="alert", tier=1, prompt="## Alert\nanother service", incident_id=None,
+                                limit=1)  # the one place the queue has is taken
+        await maintenance_store.cancel_window(db, window["id"], "test")
+        assert await end_of_windows(sup) == 1
+        inc = await incidents.get_incident(db, inc["id"])
+        assert "run queue is full" in inc["attention"] and "maintenance window" in inc["attention"]
+        assert (await incidents.timeline(db, inc["id"]))[-1]["kind"] == "attention"
+        assert await run_queue.queued_count(db) == 1
+    finally:
+        await sup.shutdown()

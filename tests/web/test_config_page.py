@@ -213,3 +213,17 @@ def test_without_checks_file_tier_0_is_off(app_server):
         page = cl.get("/config").text
     assert "off: no checks file (TIEROPS_CHECKS)" in page
     assert "None: cycles start at tier 1" in page
+
+
+def test_config_page_never_quotes_a_secret_of_a_broken_checks_file(app_server, tmp_path):
+    from tests.probe.test_inventory import FILE_SECRETS, SECRETS_FILE
+
+    checks = tmp_path / "broken.yaml"
+    checks.write_text(SECRETS_FILE)
+    srv = app_server(checks=checks)
+    with srv.client() as cl:
+        page = cl.get("/config").text
+    checks_card = page[page.index('id="checks"'):page.index('id="schema"')]
+    assert "does not load: 9 problem(s)" in checks_card and "header values may be secrets" in checks_card
+    for secret in FILE_SECRETS:
+        assert secret not in page, secret
