@@ -1,5 +1,5 @@
 # TierOps in a container: the dashboard, the API and the schedule (`tierops serve`), and the pinned
-# Claude Code CLI that it supervises (issue #10).
+# Claude Code CLI that it supervises.
 #
 #   docker build -t tierops:0.1.0 .
 #   docker run -d -p 127.0.0.1:8080:8080 -v tierops-state:/var/lib/tierops \
@@ -75,7 +75,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 # The wheels are bind-mounted for this one step: they never become a layer of the image. The
-# notify extra (Apprise, issue #13) is installed: TIEROPS_NOTIFY_URLS works in the image.
+# notify extra (Apprise) is installed: TIEROPS_NOTIFY_URLS works in the image.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/tmp/wheels \
     pip install --no-cache-dir --no-index --find-links /tmp/wheels --root-user-action=ignore \
         --disable-pip-version-check 'tierops[notify]' \

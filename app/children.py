@@ -1,7 +1,7 @@
 """Child processes: dying with their parent, and an exit wait that no inherited pipe can hold up.
 
 Why a module of its own, in the foundation: both the supervisor's runner (the claude CLI) and the
-probe's command checks (issue #12) start children that must not outlive them and whose exit must
+probe's command checks start children that must not outlive them and whose exit must
 be seen at once; the probe sits below the supervisor on the import line, so the shared code lives
 here rather than being written twice.
 
@@ -24,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
+import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
 
 from app.tasks import spawn
+
+log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

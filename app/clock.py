@@ -2,14 +2,17 @@
 
 Why a module of its own: every layer stamps rows (the store, the engine, the supervisor's cycle
 lock) and they must agree on one format, which sorts as text. It sits at the bottom of the
-import line so nothing has to reach upwards for it (issue #8: the store used to import
-``utcnow`` from the recorder).
+import line so nothing has to reach upwards for it (no layer imports a timestamp from the
+recorder or the store).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime, timedelta
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> str:

@@ -1,7 +1,7 @@
 """Settings: every knob has a ``TIEROPS_`` environment variable, a default and a description.
 
-The README's settings table is checked against these fields by ``tests/test_docs.py``, so a
-setting cannot be added without being documented.
+``docs/settings.md`` is generated from these fields (``scripts/settings-doc.py``) and
+``tests/test_docs.py`` fails when it is stale, so a setting cannot be added without being documented.
 
 Every field is written out (the per-tier ones too) so that type checkers, IDEs and readers see
 the same class pydantic builds.
@@ -10,6 +10,7 @@ the same class pydantic builds.
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -23,20 +24,13 @@ from app.errors import ConfigError
 from app.paths import DB_NAME, DEFAULT_SCHEMA_PATH, PROMPTS_DIR, default_home
 from app.vocab import FIRST_MODEL_TIER, MAX_TIER, MIN_TIER, PROBE_TIER
 
-__all__ = [
-    "ENV_FILE",
-    "PROMPTS_DIR",
-    "READ_ONLY_TOOLS",
-    "RENAMED",
-    "Settings",
-    "TierConfig",
-    "get_settings",
-    "setting_sources",
-    "unknown_settings",
-]
+__all__ = ["ENV_FILE", "PROMPTS_DIR", "READ_ONLY_TOOLS", "RENAMED", "Settings", "TierConfig", "get_settings",
+           "setting_sources", "unknown_settings"]
+
+log = logging.getLogger(__name__)
 
 ENV_FILE = ".env"
-# Names that once were settings: still honoured, with a warning naming the new one (issue #10).
+# Names that once were settings: still honoured, with a warning naming the new one.
 RENAMED = {"TIEROPS_STATE_DIR": "TIEROPS_HOME"}
 # TIEROPS_* names read by TierOps' scripts rather than by the settings: not warned about.
 # scripts/install-claude.sh: where the CLI goes (TIEROPS_CLAUDE_DIR); `serve`'s address, which it sets
@@ -67,11 +61,11 @@ class TierConfig(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every TierOps setting; see the README's settings table."""
+    """Every TierOps setting; docs/settings.md lists them."""
 
     model_config = SettingsConfigDict(env_prefix="TIEROPS_", env_file=ENV_FILE, extra="ignore")
 
-    # -- state (issue #10) ------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------
     home: Path | None = Field(
         None,
         description="State directory: the database, session folders (HOME/sessions/ID), the CLI's HOME "
@@ -112,7 +106,7 @@ class Settings(BaseSettings):
     memory_floor: float = Field(
         0.3, ge=0, le=1, description="A memory whose decayed confidence falls below this is marked stale and no "
         "longer given to the tiers (still listed, and revived when seen again).")
-    # -- supervisor (issue #3) ---------------------------------------------------------------
+    # -- supervisor --------------------------------------------------------------------------
     claude_bin: str = Field("claude", description="The Claude Code CLI: a path, or a name looked up on PATH.")
     child_env_allow: str = Field(
         "",
@@ -153,7 +147,7 @@ class Settings(BaseSettings):
         0.0, ge=0, description="Stop escalating once a chain has cost this much (0 = no limit)."
     )
     kill_grace: float = Field(10.0, ge=0, description="Seconds between SIGTERM and SIGKILL when a session is stopped.")
-    # -- probe and incidents (issue #12) -----------------------------------------------------
+    # -- probe and incidents -----------------------------------------------------------------
     checks: Path | None = Field(
         None, description="The checks file (YAML inventory, schemas/checks.json). When set, tier 0 (`tierops probe`, "
         "no language model, $0) starts every scheduled cycle on the file's interval, the language-model tiers run "
@@ -177,25 +171,27 @@ class Settings(BaseSettings):
         "timezone, services, checks} or {name, cron, duration, …}, added to the checks file's maintenance: "
         "section. Inside a window checks run and incidents are recorded, but nothing escalates and no message is "
         "sent. Checked at start (`tierops serve`, `run`, `supervise`, `doctor`).")
-    # -- dashboard and API (issue #4) --------------------------------------------------------
+    # -- dashboard and API -------------------------------------------------------------------
     token: SecretStr | None = Field(
         None, description="Bearer token for the API and the dashboard login. Required to bind to a non-loopback "
         "address.")
     token_file: Path | None = Field(
         None, description="File holding the token (instead of TIEROPS_TOKEN); a missing file is an error at start.")
     schedule: bool = Field(True, description="Run scheduled cycles inside `tierops serve` (false: only Run Now).")
-    # -- notifications, heartbeat, alerts in (issue #13) -------------------------------------
+    # -- notifications, heartbeat, alerts in -------------------------------------------------
     notify_urls: SecretStr | None = Field(
         None, description="Apprise URLs to notify, space or comma separated, each optionally tagged for routes as "
         "TAG=URL or TAG1,TAG2=URL (needs `pip install 'tierops[notify]'`; the Docker image has it). Never shown or "
         "logged: they often hold credentials.")
     notify_urls_file: Path | None = Field(
-        None, description="File holding the Apprise URLs (instead of TIEROPS_NOTIFY_URLS), one or more per line.")
+        None, description="File holding the Apprise URLs (instead of TIEROPS_NOTIFY_URLS), one or more per line; "
+        "lines starting with # are comments.")
     notify_routes: SecretStr | None = Field(
         None, description="Notification routes (YAML or JSON list): which messages go to which URLs, by severity, "
         "service, check and source (check, model, alert, monitor); first match wins, `continue: true` goes on. "
         "Targets are Apprise tags (`TAG=URL` in TIEROPS_NOTIFY_URLS), `all` or URLs. Unset: the checks file's "
-        "`notify.routes`, else every message to every URL. See the README's Notifications section.")
+        "`notify.routes`, else every message to every URL. A message no route matches goes to the URLs without a "
+        "tag. Treated as a secret (it may hold URLs). See docs/notifications.md.")
     notify_min_severity: Literal["info", "warning", "critical"] = Field(
         "warning", description="Notifications below this severity are recorded, not sent.")
     notify_digest_after: int = Field(
@@ -207,9 +203,10 @@ class Settings(BaseSettings):
         "links in notifications.")
     heartbeat_url: SecretStr | None = Field(
         None, description="Dead-man heartbeat (healthchecks.io convention): GET URL/start at cycle start, URL after "
-        "a completed cycle, URL/fail after a failed one.")
+        "a completed cycle, URL/fail after a failed one. Never shown or logged.")
     unhealthy_after: int = Field(
-        3, ge=1, description="/healthz answers 503 when this many cycles in a row failed.")
+        3, ge=1, description="/healthz answers 503, and one critical \"monitor unhealthy\" notification goes out, "
+        "when this many cycles in a row failed.")
     webhook_token: SecretStr | None = Field(
         None, description="Token for POST/PUT /api/v1/alerts only (bearer, ?token= or the HTTP Basic password), for "
         "alert senders that should not hold the API token.")
@@ -228,7 +225,7 @@ class Settings(BaseSettings):
         "group", description="group: the alerts of one Alertmanager/Grafana notification group (same receiver and "
         "groupKey) share one incident; fingerprint: every alert is its own incident. Payloads without a groupKey "
         "are always one incident per alert.")
-    # -- guards on action (issue #13) --------------------------------------------------------
+    # -- guards on action --------------------------------------------------------------------
     tier1_approval: Literal["auto", "manual"] = Field(
         "auto", description="auto: an escalation to tier 1 starts at once; manual: it waits for an operator's "
         "approval.")
@@ -248,7 +245,7 @@ class Settings(BaseSettings):
         "(tier 0 keeps running) and the session needs attention (0 = no limit).")
     cooldowns: str = Field(
         "restart:2/4h,redeploy:1/24h", description="Limits per action kind and service, comma separated: "
-        "KIND:COUNT/WINDOW (window in s, m, h or d). An escalation proposing an action over its limit needs "
+        "KIND:COUNT/WINDOW (window in s, m, h or d; empty: no limits). An escalation proposing an action over its limit needs "
         "attention instead of running.")
 
     # -- tier 1: observe ---------------------------------------------------------------------
@@ -294,7 +291,7 @@ class Settings(BaseSettings):
 
     @property
     def first_tier(self) -> int:
-        """Where cycles start: tier 0 (the probe) when a checks file is set (issue #12), else 1."""
+        """Where cycles start: tier 0 (the probe) when a checks file is set, else 1."""
         return PROBE_TIER if self.checks is not None else FIRST_MODEL_TIER
 
     @property
@@ -326,7 +323,7 @@ class Settings(BaseSettings):
         command = [self.claude_bin]
         match n:
             case 0:
-                # The probe: this interpreter running this package (issue #12), so it needs no
+                # The probe: this interpreter running this package, so it needs no
                 # `tierops` on the CLI's PATH. Without a checks file it reports that as its failure.
                 command = [sys.executable, "-m", "app", "probe"]
                 if self.checks is not None:
@@ -453,7 +450,7 @@ def _env_file_names(path: Path) -> list[str]:
     return names
 
 
-# Where a setting's effective value came from (issue #14, the /config page), in the order
+# Where a setting's effective value came from (the /config page), in the order
 # pydantic-settings applies them: a command-line flag over the environment over ``.env`` over
 # the default. A secret read from its ``*_FILE`` companion (TIEROPS_TOKEN_FILE) counts as "file".
 SOURCE_DEFAULT = "default"

@@ -8,6 +8,10 @@ The messages are written for operators: what was wrong, where, what to do.
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger(__name__)
+
 
 class TierOpsError(Exception):
     """Base of every error TierOps raises on purpose. ``str(exc)`` is the operator's message."""

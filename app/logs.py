@@ -1,4 +1,4 @@
-"""Application logging: one handler on stderr, text or JSON lines, and the HTTP access log (issue #10).
+"""Application logging: one handler on stderr, text or JSON lines, and the HTTP access log.
 
 Why a module of its own: every command and the server configure logging the same way, and log
 shippers (Loki, Vector, journald's JSON) want one JSON object per line with the session and chain
@@ -14,11 +14,10 @@ formatters pass what they write through the same record factory once more (:func
 the message as formatted, every string field, the traceback. Whatever redactor is installed at
 that moment is the one used (the web lifespan's also knows the dashboard token).
 
-The access log (``tierops serve``): one line per HTTP request on the logger ``tierops.access``,
-written by :class:`AccessLog` around the application when ``TIEROPS_ACCESS_LOG`` is on, so it can
-be filtered or turned off apart from the application's lines. uvicorn's own access log is turned
-off and its other loggers go through our root handler (``log_config=None``), so every line of
-the server has one format and none is printed twice.
+The access log (``tierops serve``): one line per HTTP request on the logger ``tierops.access``
+(:class:`AccessLog`, when ``TIEROPS_ACCESS_LOG`` is on), filtered or turned off apart from the
+application's lines. uvicorn's own access log is off and its other loggers go through our root
+handler (``log_config=None``): every line of the server has one format, none is printed twice.
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ CONTEXT_FIELDS = (
     "method", "path", "http_status", "client", "duration_ms",  # the access log
 )
 ACCESS_LOGGER = "tierops.access"
+log = logging.getLogger(__name__)
 _HANDLER_NAME = "tierops"
 ONELINE_LIMIT = 300
 
@@ -182,8 +182,8 @@ class AccessLog:
     """ASGI middleware: one INFO line per HTTP request on ``tierops.access``, when it is answered.
 
     ``client - "METHOD /path HTTP/1.1" status duration ms``, with the same as fields. The query
-    string is left out (issue #10: nothing secret in any log line; a token or a filter value in
-    a URL is not the access log's to keep). A request whose handler raised before answering is
+    string is left out (nothing secret in any log line: a token or a filter value in a URL is
+    not the access log's to keep). A request whose handler raised before answering is
     logged with status 500; one whose client went away first, with 499 (nginx's number for it).
     A streamed response (SSE) is logged when it ends, with how long it was open.
     """
@@ -227,8 +227,8 @@ def _log_request(scope: MutableMapping[str, Any], code: int, seconds: float) -> 
 def guard_library_loggers(names: Sequence[str], flt: logging.Filter, *, quiet: bool = False,
                           propagate: bool | None = None) -> Callable[[], None]:
     """Put ``flt`` on each of a library's loggers ``names`` (a filter on a logger sees only that
-    logger's own records, so each needs it) — issue #13: Apprise and urllib3 print request URLs,
-    which hold notification secrets. ``quiet``: the first logger gets WARNING when it has no level
+    logger's own records, so each needs it): Apprise and urllib3 print request URLs, which hold
+    notification secrets. ``quiet``: the first logger gets WARNING when it has no level
     and the application does not log at debug (a library's per-call INFO chatter); ``propagate``:
     set on the first logger. Returns the function that undoes all of it."""
     loggers = [logging.getLogger(name) for name in names]

@@ -3,7 +3,7 @@
 Why a module of its own: settings, the validator, the doctor and the tests all need these paths,
 and they sit at the bottom of the import line.
 
-* **Bundled files** (issue #10): the top-level ``prompts/`` and ``schemas/`` folders ship inside
+* **Bundled files**: the top-level ``prompts/`` and ``schemas/`` folders ship inside
   the wheel as ``app/bundled/``. In a source checkout ``app/bundled/prompts`` and
   ``app/bundled/schemas`` are relative symlinks to the top-level folders; the wheel build copies
   the files. Either way they are found with :mod:`importlib.resources`, never by a path relative
@@ -13,13 +13,13 @@ and they sit at the bottom of the import line.
   and the cycle lock. Found the same way from any working directory: ``TIEROPS_HOME`` (or
   ``--home``), else the platform's state directory — ``$XDG_STATE_HOME/tierops`` (default
   ``~/.local/state/tierops``) on Linux and other Unixes, ``~/Library/Application Support/tierops``
-  on macOS, ``%LOCALAPPDATA%\\tierops`` on Windows. Before issue #10 the default was ``./state``
-  in whatever folder the command ran from, so a command run elsewhere silently made a new, empty
-  database.
+  on macOS, ``%LOCALAPPDATA%\\tierops`` on Windows. Never a folder relative to the working
+  directory: a command run from another folder would silently make a new, empty database.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from importlib.resources import files
@@ -35,6 +35,8 @@ __all__ = [
     "default_home",
 ]
 
+log = logging.getLogger(__name__)
+
 
 def _bundled_dir() -> Path:
     root = files("app") / "bundled"
@@ -47,7 +49,7 @@ def _bundled_dir() -> Path:
 
 BUNDLED_DIR = _bundled_dir()
 DEFAULT_SCHEMA_PATH = BUNDLED_DIR / "schemas" / "agent-response.json"
-CHECKS_SCHEMA_PATH = BUNDLED_DIR / "schemas" / "checks.json"  # the checks file (issue #12)
+CHECKS_SCHEMA_PATH = BUNDLED_DIR / "schemas" / "checks.json"  # the checks file's JSON Schema
 PROMPTS_DIR = BUNDLED_DIR / "prompts"
 # The folder holding the ``app`` package (site-packages, or the checkout): PYTHONPATH of the probe.
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]

@@ -1,29 +1,19 @@
-"""Redaction of secrets before anything is stored (issue #4: agent and tool output is untrusted
-and may echo credentials it found on a host).
+"""Redaction of secrets before anything is stored: agent and tool output is untrusted and may echo
+credentials it found on a host. Stream lines, prompts, alerts and log records all pass here.
 
-What is redacted, in every stream line before it is parsed and stored:
+* exact values: the dashboard token, and the values (8+ characters) of environment variables whose
+  names look secret (:func:`secret_name`: ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, …,
+  and the names tools give credentials: ``PGPASSWORD``, ``MYSQL_PWD``, ``REDISCLI_AUTH``, ``*_DSN``);
+* common credential shapes: ``sk-…`` keys, GitHub, AWS and Slack tokens, JWTs, PEM private keys,
+  ``Authorization: Bearer …``, ``password=…``/``"api_key": "…"`` assignments in any case style
+  (``"SessionToken"``, ``privateKey``, ``PGPASSWORD=…``), and docker's ``"auth"``.
 
-* exact values: the dashboard token, and the values of environment variables whose names look
-  secret (:func:`secret_name`: ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``,
-  and the names tools give their credentials without such a suffix: libpq's ``PGPASSWORD``,
-  ``MYSQL_PWD``, ``REDISCLI_AUTH``, ``DOCKER_AUTH_CONFIG``, ``*_PASS``, ``*_PASSPHRASE``, ``*_DSN``,
-  ``*_COOKIE``; 8+ characters);
-* common credential shapes: Anthropic/OpenAI-style ``sk-…`` keys, GitHub tokens, AWS access key
-  ids, Slack tokens, JWTs, PEM private keys, ``Authorization: Bearer …`` and
-  ``password=…``/``"api_key": "…"`` assignments, also with the name in camelCase or PascalCase as
-  SDKs and ``aws sts get-session-token`` print it (``"SessionToken"``, ``refreshToken``,
-  ``privateKey``, ``accessKeyId``) or run together (``PGPASSWORD=…``), and docker's ``"auth"``.
-
-Text that is cut to a length (an evidence snippet, an output tail) is redacted first and cut
-after (:func:`redact_then_cut`): a secret cut in two no longer has its shape, and the part left
-before the cut would pass.
-
-Each match becomes ``[REDACTED]``; JSON stays valid because only characters inside a string are
-replaced (the patterns stop at quotes and backslashes). Speed: every line is first searched with
-one RE2 pattern (a DFA: all rules in one linear pass, ~0.6 s per 168 MiB in bench/ingest.py,
-where 23 ``in`` tests took 3.6 s and a Python ``re`` alternation 8-26 s); only lines that hit are
-rewritten with the Python rules. This is defence in depth, not a guarantee: a secret in an
-unknown shape passes.
+Text cut to a length is redacted first and cut after (:func:`redact_then_cut`): a secret cut in two
+no longer has its shape. Each match becomes ``[REDACTED]``; JSON stays valid because the patterns
+stop at quotes and backslashes. Speed: every line is first searched with one RE2 pattern (all rules
+in one linear pass, ~0.6 s per 168 MiB in bench/ingest.py, where a Python ``re`` alternation took
+8-26 s); only lines that hit are rewritten with the Python rules. Defence in depth, not a
+guarantee: a secret in an unknown shape passes.
 """
 
 from __future__ import annotations
@@ -40,6 +30,8 @@ from app.errors import ConfigError
 
 if TYPE_CHECKING:
     from app.config import Settings
+
+log = logging.getLogger(__name__)
 
 MASK = "[REDACTED]"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE"
@@ -134,7 +126,7 @@ class Redactor:
         # The same rules as one RE2 pattern: a line that does not match it needs no rewriting.
         self._prefilter = re2.compile("(?s)" + "|".join(f"(?:{_re2_safe(p)})" for _, p in _RULES) +
                                       "".join(f"|{re.escape(v)}" for v in self._values))
-        # Issue #15: the prefilter plus the two escapes __call__ decodes. A text without a match of
+        # The screen: the prefilter plus the two escapes __call__ decodes. A text without a match of
         # this pattern comes back from __call__ unchanged (lone surrogates aside, which UTF-8 text
         # cannot hold), so a caller may search many lines joined into one buffer with it, one RE2
         # call per batch instead of per line (bench/ingest.py's 168 MiB: 0.31 s searched line by
@@ -161,7 +153,7 @@ class Redactor:
 
     def _redact(self, text: str) -> str:
         if not text.isascii():
-            text = _LONE_SURROGATE.sub("\ufffd", text)  # RE2 (UTF-8) refuses a lone surrogate (issue #9 §1)
+            text = _LONE_SURROGATE.sub("\ufffd", text)  # RE2 (UTF-8) refuses it; a bad line costs only itself
         if not self._prefilter.search(text):
             return text
         for hints, regex in self._rules:
@@ -222,8 +214,8 @@ def redactor_for(settings: Settings) -> Redactor:
 
 
 def install_log_redaction(redact: Callable[[str], str]) -> None:
-    """Redact every log record of this process, whichever logger or handler it goes to (issue #9
-    §5: nothing secret in any log line). Done in the record factory, the one place every record
+    """Redact every log record of this process, whichever logger or handler it goes to (nothing
+    secret in any log line). Done in the record factory, the one place every record
     passes through: the template and string arguments are masked (a secret inside a non-string
     argument's repr passes), a traceback is formatted and masked."""
     previous = logging.getLogRecordFactory()

@@ -43,14 +43,12 @@ async def stop(task: asyncio.Task[Any] | None, *, tries: int = 10, wait: float =
     swallowed on the way. Gives up, with a warning, after ``tries`` rounds. Never raises; the
     task's own failure is logged by :func:`spawn`'s callback.
 
-    Found by the web tests of issue #13: a background loop sometimes stayed "cancelling" in its
-    next sleep, which kept the server's shutdown waiting forever. The cause (found in issue #15's
-    session): a loop cancelled inside ``Database.write()`` while aiosqlite's thread still ran
-    BEGIN or COMMIT; the late ROLLBACK (or the next BEGIN) raised an ``sqlite3`` error that
-    replaced the ``CancelledError``, and the loop's ``except Exception`` carried on. The store now
-    finishes those statements before it lets a cancellation through (``Database._settle``); the
-    second round stays as a defence against any other code that swallows a cancellation (for
-    example ``asyncio.wait_for`` on Python 3.11 when its awaitable finishes at the same moment)."""
+    A swallowed cancellation would keep the server's shutdown waiting forever on a loop that stays
+    "cancelling" in its next sleep. The store lets no cancellation through while aiosqlite's
+    thread still runs BEGIN or COMMIT (``Database._settle``); the second round here is the
+    defence against any other code that swallows one (``asyncio.wait_for`` on Python 3.11 when its
+    awaitable finishes at the same moment). ARCHITECTURE.md, "Errors and logs", tells how it was
+    found."""
     if task is None:
         return
     for _ in range(tries):

@@ -1,15 +1,18 @@
 """Sizes and periods for people: ``human_bytes(175_000_000) == "166.9 MiB"``, ``every(3600) == "every hour"``.
 
 Why a module of its own: the progress bar, the doctor and the prune report all print sizes, and
-they sit in different layers; one definition keeps them saying the same thing (issue #10). The
-dashboard's intervals (scheduler, checks file, cooldown windows) read the same way (issue #14).
+they sit in different layers; one definition keeps them saying the same thing. The dashboard's
+intervals (scheduler, checks file, cooldown windows) read the same way, in words a person says.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 __all__ = ["every", "human_bytes", "human_interval"]
+
+log = logging.getLogger(__name__)
 
 
 def human_bytes(n: float) -> str:
@@ -22,7 +25,7 @@ def human_bytes(n: float) -> str:
 
 
 def human_interval(seconds: float | None) -> str:
-    """A period for people (issue #14: "every hour", not "every 3600 s"): ``hour``, ``5 minutes``,
+    """A period for people ("every hour", not "every 3600 s"): ``hour``, ``5 minutes``,
     ``1 h 30 min``, ``2 days``, ``1 d 6 h``. A whole number of one unit reads as words; a mixed
     period as the largest unit and the largest one that fits the rest (what is left below that,
     e.g. the seconds of ``1 d 2 h 0 min 5 s``, is dropped). Fractions only below a minute

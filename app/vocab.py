@@ -9,7 +9,10 @@ them from drifting apart. Shipped migrations keep the literal text they were wri
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
+
+log = logging.getLogger(__name__)
 
 
 class SessionStatus(StrEnum):
@@ -24,7 +27,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"      # a scheduled cycle
     MANUAL = "manual"          # Run Now, POST /runs, tierops run
     ESCALATION = "escalation"  # started by the tier below
-    ALERT = "alert"            # an alert that opened an incident (POST /api/v1/alerts, issue #13)
+    ALERT = "alert"            # an alert that opened an incident (POST /api/v1/alerts)
 
 
 class Source(StrEnum):
@@ -55,7 +58,7 @@ class IncidentStatus(StrEnum):
     RESOLVED = "resolved"
 
 
-class ApprovalStatus(StrEnum):  # issue #13: app/store/approvals.py
+class ApprovalStatus(StrEnum):  # a manual tier's approval: app/store/approvals.py
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
@@ -67,7 +70,7 @@ class AttemptKind(StrEnum):
     RESUME = "resume"  # an output-recovery --resume
 
 
-PROBE_TIER = 0  # issue #12: deterministic checks (`tierops probe`), no language model
+PROBE_TIER = 0  # deterministic checks (`tierops probe`), no language model
 MIN_TIER = PROBE_TIER
 FIRST_MODEL_TIER = 1
 MAX_TIER = 3

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 from app.config import Settings  # noqa: E402
 from app.output.validate import OutputValidator  # noqa: E402
 from app.store.db import Database  # noqa: E402
-from app.supervisor import runner  # noqa: E402
+from app.supervisor import launch, process_groups  # noqa: E402
 from app.supervisor.chain import run_chain  # noqa: E402
 from app.supervisor.session import TierRequest, run_tier_session  # noqa: E402
 
@@ -116,11 +116,11 @@ async def main(n: int, chain: bool) -> int:
             floor_cwd = tmp_path / "floor"
             floor_cwd.mkdir()
             (floor_cwd / "system-prompt.md").write_text("You are TierOps tier 1 (observe).", encoding="utf-8")
-            argv = runner.build_argv(str(cli), model=cfg.model, wire_schema=validator.wire_schema(),
+            argv = launch.build_argv(str(cli), model=cfg.model, wire_schema=validator.wire_schema(),
                                      system_prompt_file=str(floor_cwd / "system-prompt.md"),
                                      allowed_tools=cfg.allowed_tools, disallowed_tools=cfg.disallowed_tools,
                                      max_turns=cfg.max_turns)
-            env = runner.child_env(tmp_path / "state" / "home", [])
+            env = launch.child_env(tmp_path / "state" / "home", [])
 
             async def supervised() -> float:
                 req = TierRequest(tier=1, prompt=prompt, system_prompt="You are TierOps tier 1 (observe).",
@@ -156,7 +156,7 @@ async def main(n: int, chain: bool) -> int:
             scans = []
             for _ in range(20):
                 t0 = time.perf_counter()
-                runner._group_members(os.getpid())
+                process_groups.group_members(os.getpid())
                 scans.append(time.perf_counter() - t0)
             nproc = len(list(psutil.process_iter()))
         finally:

@@ -47,7 +47,7 @@ from app.output.validate import OutputValidator  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.migrations import MIGRATIONS  # noqa: E402
 from app.stream.parser import parse_line  # noqa: E402
-from app.supervisor.runner import build_argv  # noqa: E402
+from app.supervisor.launch import build_argv  # noqa: E402
 
 TARGET_MS = 100.0
 # issue #15: the sessions list and session page, and the overview and incidents pages the same
@@ -419,10 +419,10 @@ SERVER = r"""
 import sys, uvicorn
 sys.path.insert(0, sys.argv[3])
 from app.config import Settings
-from app.web import pages
 from app.web.app import create_app
+from app.web.pages import sessions
 if int(sys.argv[5]):  # what-if: --transcript-rows
-    pages.TRANSCRIPT_ROWS = int(sys.argv[5])
+    sessions.TRANSCRIPT_ROWS = int(sys.argv[5])
 settings = Settings(db=sys.argv[1], home=sys.argv[4], schedule=False)
 uvicorn.run(create_app(settings, token=None), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
             workers=1, access_log=False)
@@ -483,7 +483,7 @@ def explain(db_path: Path, big_pk: int) -> None:
 
 def split_session_page(db_path: Path, pk: int) -> None:
     """Where a session page's time goes, in-process: the transcript query vs rendering its rows."""
-    from app.web.render import PAGE_RAW_LIMIT, render_activity
+    from app.web.pages.render import PAGE_RAW_LIMIT, render_activity
 
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     conn.row_factory = sqlite3.Row
@@ -514,7 +514,7 @@ def main() -> int:
     ap.add_argument("--explain", action="store_true", help="always print the query plans and the time split")
     ap.add_argument("--only", default="", help="measure only pages whose name contains this text")
     ap.add_argument("--transcript-rows", type=int, default=0,
-                    help="what-if: serve with app.web.pages.TRANSCRIPT_ROWS set to this (0: unchanged)")
+                    help="what-if: serve with app.web.pages.sessions.TRANSCRIPT_ROWS set to this (0: unchanged)")
     args = ap.parse_args()
 
     db_path = cached_db(args)

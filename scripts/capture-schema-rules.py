@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture what the pinned Claude Code CLI does with each kind of ``--json-schema`` (issue #11).
+"""Capture what the pinned Claude Code CLI does with each kind of ``--json-schema``.
 
 Why: the CLI compiles the schema given to ``--json-schema`` before it offers the model the
 ``StructuredOutput`` tool, and when it cannot compile it, it silently leaves the tool out (the run
@@ -258,6 +258,10 @@ CASES: dict[str, Case] = {
         Case("pattern-modifier-group", 'pattern "^(?i:a)$" (modifier group)', _obj({"type": "string", "pattern": "^(?i:a)$"})),
         Case("pattern-escaped-hash", r'pattern "^\#a$" (identity escape of "#")',
              _obj({"type": "string", "pattern": "^\\#a$"}), {"x": "#a"}),
+        Case("pattern-quantified-boundary", r'pattern "^a\b+$" (a quantified word-boundary assertion)',
+             _obj({"type": "string", "pattern": "^a\\b+$"})),
+        Case("pattern-group-name-in-alternatives", 'pattern "^(?:(?<y>a)|(?<y>b))$" (a group name in two alternatives)',
+             _obj({"type": "string", "pattern": "^(?:(?<y>a)|(?<y>b))$"})),
         Case("pattern-code-escapes", r'pattern "^\x61\u0062[\t\n]?\d*\w*\s*$" (hex, unicode, control, class escapes)',
              _obj({"type": "string", "pattern": "^\\x61\\u0062[\\t\\n]?\\d*\\w*\\s*$"}), {"x": "ab"}),
         Case("pattern-properties-matching-property", "a patternProperties pattern that matches a name in properties",
@@ -392,7 +396,7 @@ def _trim(text: str, tmp: str, port: int) -> str:
 
 
 def argv_for(binary: Path | str, case: Case) -> list[str]:
-    """Like TierOps' runner.build_argv: prompt right after -p, stream-json, --json-schema inline."""
+    """Like TierOps' launch.build_argv: prompt right after -p, stream-json, --json-schema inline."""
     return [str(binary), "-p", f"[schema-probe:{case.name}] return the structured output.", "--model", "sonnet",
             "--output-format", "stream-json", "--verbose", "--json-schema", case.schema_text()]
 
@@ -539,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts.update({name: observed[name]["verdict"] for name in names})
     summary = {
         "cli_version": version,
-        "captured_by": "scripts/capture-schema-rules.py (issue #11)",
+        "captured_by": "scripts/capture-schema-rules.py",
         "verdicts": {name: verdicts[name] for name in CASES if name in verdicts},
     }
     summary_path.write_text(dump(summary), encoding="utf-8")

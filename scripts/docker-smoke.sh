@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the Docker image (issue #10): build, check what is inside, run it with a token and
+# Smoke test of the Docker image: build, check what is inside, run it with a token and
 # the fake CLI, wait for /healthz, run one session through the API, check the refusal without a
 # token, stop it, check that nothing was left running, clean up.
 #

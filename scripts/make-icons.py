@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws the dashboard's icons (issue #14: add to home screen, favicon) with the standard library only.
+"""Draws the dashboard's icons (add to home screen, favicon) with the standard library only.
 
 Why a script and not an image editor: the icons are committed, and anyone must be able to
 re-create them byte for byte without network access or Pillow. The PNGs are written with

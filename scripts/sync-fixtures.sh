@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refreshes tests/fixtures/claude-code from the shared captures (../shared/fixtures by default,
 # or the folder given). The tests only ever read tests/fixtures, so a lone clone runs the whole
-# suite (issue #10); run this when new captures arrive there, then commit the result.
+# suite in a lone clone; run this when new captures arrive there, then commit the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src="${1:-../shared/fixtures}"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs, then runs the whole suite (ruff, mypy, pytest).
+# Installs everything the test suite needs, then runs the whole suite (ruff, mypy, pytest on
+# every core with pytest-xdist) and prints the 15 slowest tests at the end.
 # Every step is skipped when already done, so a second run starts testing at once:
 #   - .venv with the package and its test extras (reinstalled when pyproject.toml changes)
 #   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
 #   - Debian's chromium for the browser tests (apt)
 #   - axe-core for the accessibility checks (npm, cached in ~/.cache/tierops)
-# Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`).
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`; `-n 0` runs in one process).
+# TIEROPS_TEST_WORKERS sets the number of pytest workers (default: twice the cores, since many
+# tests wait on subprocesses, sockets and browsers rather than compute).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +36,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 
-# Issue #14: the accessibility checks (tests/web/test_console_browser.py) inject axe-core, from the
+# The accessibility checks (tests/web/pages/test_console_browser.py) inject axe-core, from the
 # npm registry, cached like the CLI. With AXE_CORE_JS set the tests fail (never skip) without it.
 AXE_VERSION="4.10.3"
 AXE_DIR="${HOME:?HOME is not set}/.cache/tierops/axe-core-${AXE_VERSION}"
@@ -45,11 +48,22 @@ if [ -z "${AXE_CORE_JS:-}" ]; then
     fi
 fi
 
+# Bytecode: hundreds of tests start `tierops` or `python -m app` as a subprocess. Without cached
+# bytecode each one compiles the package again (PYTHONDONTWRITEBYTECODE is common in CI images);
+# compileall writes it once. pytest caches its rewritten test modules the same way, so the test
+# modules are collected once, next to mypy, and the workers start from that cache.
+.venv/bin/python -m compileall -q app >/dev/null
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m pytest --collect-only -q -p no:xdist >/dev/null 2>&1 &
+collecting=$!
+
 .venv/bin/ruff check .
 .venv/bin/mypy app  # [tool.mypy] in pyproject.toml; strict for the modules listed there
+wait "$collecting" || true  # a collection error is reported by the run itself
 
+workers="${TIEROPS_TEST_WORKERS:-$(( $(nproc) * 2 ))}"
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "$workers" --dist worksteal --durations=15 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

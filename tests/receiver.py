@@ -1,4 +1,4 @@
-"""A real HTTP receiver on 127.0.0.1 for the notification and heartbeat tests (issue #13).
+"""A real HTTP receiver on 127.0.0.1 for the notification and heartbeat tests.
 
 ``Receiver()`` serves in a background thread (``http.server``) and records every request
 (method, path, headers, body). ``fail`` maps a path prefix to how many requests get a 500 before

@@ -1,4 +1,4 @@
-"""A second TierOps process on the same state directory, for the issue #14 tests.
+"""A second TierOps process on the same state directory, for the cross-process tests (live view, Stop, the cycle lock).
 
 ``start_run(db, home, stages)`` starts ``python -m app run`` (a real ``tierops run``) with its own
 fake claude CLI (tests/fakes) against the database ``db`` and state dir ``home`` that the test's

@@ -1,4 +1,4 @@
-"""Secret shapes for issue #9 §5: each entry is (name, text as it could appear in a session, the
+"""Secret shapes redaction must catch: each entry is (name, text as it could appear in a session, the
 secret inside it). The secrets are unique strings, so a byte search of the database files, the API
 responses and the pages proves that none survived anywhere."""
 

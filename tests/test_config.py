@@ -50,7 +50,7 @@ def test_settings_is_a_plain_class_with_every_tier_field_declared() -> None:
 
 
 def test_tier0_is_the_probe_of_the_checks_file(tmp_path: Path) -> None:
-    """Issue #12: tier 0 runs this interpreter's ``-m app probe`` with the checks file, its own
+    """Tier 0 runs this interpreter's ``-m app probe`` with the checks file, its own
     timeout, no tools; cycles start there only when a checks file is set."""
     assert Settings().first_tier == 1
     checks = tmp_path / "checks.yaml"
@@ -220,7 +220,7 @@ def test_config_does_not_import_the_output_package() -> None:
     assert "app.output" not in source
 
 
-# --- the state directory and unknown names (issue #10) ------------------------------------
+# --- the state directory and unknown names -----------------------------------------------
 
 @pytest.mark.parametrize("platform,environ,expected", [
     ("linux", {"HOME": "/home/ops"}, "/home/ops/.local/state/tierops"),

@@ -1,4 +1,4 @@
-"""Issue #10: TierOps installed from its wheel works on its own, away from the repository.
+"""TierOps installed from its wheel works on its own, away from the repository.
 
 The module builds the wheel once from a copy of the sources (nothing is written into the
 checkout), installs it with ``--no-deps`` into a fresh venv under pytest's temporary folder and
@@ -260,7 +260,7 @@ def test_run_one_session_against_the_fake_cli(installed: Installed, tmp_path: Pa
 
 
 def test_tier0_cycle_from_the_example_checks_file(installed: Installed, tmp_path: Path) -> None:
-    """Issue #12: the probe runs from the installed package (not the checkout) in a session folder,
+    """The probe runs from the installed package (not the checkout) in a session folder,
     validates the shipped example, and a failing check opens an incident with no claude CLI."""
     home = tmp_path / "state"
     env = installed.env(home, TIEROPS_CLAUDE_BIN=str(tmp_path / "no-claude"))

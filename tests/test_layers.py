@@ -1,13 +1,16 @@
-"""The shape of the package (issue #8): storage owns every SQL statement, imports point down the line.
+"""The shape of the package: storage owns every SQL statement, imports point down the line.
 
-The lifecycle line is ``stream → output → store → engine → supervisor → web → cli``; a module may
+The lifecycle line is ``probe → stream → output → store → engine → notify → supervisor → web → cli``; a module may
 import its own layer and the layers before it, never one after it. Below them all sits the
 foundation (``clock``, ``vocab``, ``errors``, ``paths``, ``tasks``, ``config``, ``redact``),
 which imports nothing but itself. Outside ``app/store/`` no module may hold a connection, call
 ``execute``/``fetch…``, open a transaction or contain SQL text.
 
 Read with :mod:`ast`, not grep: a docstring that *mentions* SELECT is fine, a string that *is*
-SQL is not; ``TYPE_CHECKING`` imports count like any other.
+SQL is not; ``TYPE_CHECKING`` imports count like any other. The house also keeps its shape: no two
+modules import each other (directly or around a circle), no module passes 550 lines, and the code
+states rules, not the tracker's history (no "issue #N" in ``app/``, shipped migration SQL aside)
+and module docstrings stay short.
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ def logging_misuse(modules: dict[str, ast.Module]) -> list[Site]:
                 continue
             attr = node.func.attr
             if attr == "getLogger" and module in LOG_SETUP:
-                continue  # it configures the root and access loggers (issue #10)
+                continue  # it configures the root and access loggers
             if attr == "getLogger" and not (len(node.args) == 1 and isinstance(node.args[0], ast.Name)
                                             and node.args[0].id == "__name__"):
                 bad.append(Site(module, node.lineno, "a logger not named after its module"))
@@ -206,3 +209,115 @@ def test_every_module_logs_under_its_own_name() -> None:
 def test_the_logging_check_catches_misuse() -> None:
     tree = ast.parse('log = logging.getLogger("tierops")\nlogging.info("x")\nok = logging.getLogger(__name__)\n')
     assert [s.line for s in logging_misuse({"app.web.example": tree})] == [1, 2]
+
+
+# -- the shape of the house: no import circle, no oversized module, no history in the code --------
+
+MODULE_MAX_LINES = 550
+
+
+def import_graph(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """Module → the modules of ``app`` it imports (a package counts as its ``__init__``)."""
+    graph: dict[str, set[str]] = {}
+    for module, tree in modules.items():
+        edges = set()
+        for _, target in _imports(tree, module):
+            if target in modules and target != module:
+                edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def import_circles(modules: dict[str, ast.Module]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted. A package's
+    ``__init__`` that imports its own submodules to register them is not a circle unless one of
+    them imports the package back."""
+    graph = import_graph(modules)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circles() -> None:
+    circles = import_circles(_modules())
+    assert circles == [], "modules that import each other (directly or around a circle; TYPE_CHECKING imports " \
+        "count):\n" + "\n".join(" ⇄ ".join(c) for c in circles)
+
+
+def test_the_circle_check_finds_one() -> None:
+    modules = {"app.engine.a": ast.parse("import app.engine.b\n"),
+               "app.engine.b": ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                         "    from app.engine.a import X\n")}
+    assert import_circles(modules) == [["app.engine.a", "app.engine.b"]]
+
+
+def test_every_module_is_of_a_readable_size() -> None:
+    big = {str(p.relative_to(APP.parent)): n for p in APP.rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES}
+    assert big == {}, f"modules over {MODULE_MAX_LINES} lines (split them along the concepts inside): {big}"
+
+
+HISTORY = re.compile(r"issue\s*#\s*\d+", re.IGNORECASE)
+# Shipped migrations are never edited (their SQL comments are kept as written); everything else
+# in app/ states its reason in words.
+SHIPPED_SQL = APP / "store" / "migrations.py"
+
+
+def _history(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    if path == SHIPPED_SQL:  # only outside the SQL strings
+        tree = ast.parse(text)
+        sql = {line for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               for line in range(n.lineno, (n.end_lineno or n.lineno) + 1)}
+    else:
+        sql = set()
+    return [f"{path.relative_to(APP.parent)}:{i}: {line.strip()[:80]}"
+            for i, line in enumerate(text.splitlines(), 1) if HISTORY.search(line) and i not in sql]
+
+
+def test_the_code_states_rules_not_history() -> None:
+    found = [site for p in sorted(APP.rglob("*.py")) for site in _history(p)]
+    found += [f"{p.relative_to(APP.parent)}: {m.group(0)}" for p in sorted(APP.rglob("*"))
+              if p.suffix in (".html", ".js", ".css") for m in HISTORY.finditer(p.read_text(encoding="utf-8"))]
+    assert found == [], "issue numbers in app/ (say the rule or the CLI behaviour instead):\n" + "\n".join(found[:50])
+
+
+DOCSTRING_MAX_LINES = 24  # "about 20": why the module exists and what it does differently
+
+
+def test_module_docstrings_stay_short() -> None:
+    """A module docstring says why the module exists; design narrative lives in ARCHITECTURE.md."""
+    long = {str(p.relative_to(APP.parent)): n for p in sorted(APP.rglob("*.py"))
+            if (doc := ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")), clean=False))
+            and (n := len(doc.splitlines())) > DOCSTRING_MAX_LINES}
+    assert long == {}, f"module docstrings over {DOCSTRING_MAX_LINES} lines (move the narrative out): {long}"

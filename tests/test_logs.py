@@ -1,4 +1,4 @@
-"""app/logs.py (issue #10): the JSON and text formatters, flag/environment precedence, the access log,
+"""app/logs.py: the JSON and text formatters, flag/environment precedence, the access log,
 and ``tierops serve`` as a real subprocess whose request lines come from ``tierops.access``.
 
 Nothing secret in any log line: a key shaped like an Anthropic key and the dashboard token are

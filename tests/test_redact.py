@@ -101,7 +101,7 @@ def test_log_redaction_keeps_the_args_shape_uvicorn_relies_on():
 
 
 def test_the_screen_pattern_finds_every_line_redaction_would_change():
-    """Issue #15: a caller skips the per-line redaction of lines where the screen finds nothing,
+    """A caller skips the per-line redaction of lines where the screen finds nothing,
     also when it searches many lines joined by newlines. Every corpus line (plain, in a JSON
     stream line, escaped) that redaction changes is found, alone and in the middle of a batch."""
     import json

@@ -1,4 +1,4 @@
-"""The vocabulary (app/vocab.py) and everything that spells it out again must agree (issue #8).
+"""The vocabulary (app/vocab.py) and everything that spells it out again must agree.
 
 Shipped migrations are never edited, so their ``CHECK (x IN (...))`` lists are compared with the
 enums here instead: a new status must come with a migration, and this test says so.

@@ -1,4 +1,4 @@
-"""``tierops approvals``: escalations waiting for an operator (issue #13) — list, show, approve, reject.
+"""``tierops approvals``: escalations waiting for an operator — list, show, approve, reject.
 
 A group of its own because approving is the one decision that *runs* something: ``approve`` marks
 the approval approved and runs the rest of its chain in this process, from the approved tier with
@@ -11,6 +11,7 @@ database only; a missing approval or a decision its state refuses is one error l
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -43,6 +44,8 @@ from app.store.incidents import NOTE_MAX
 from app.store.rows import ChainLink
 from app.supervisor.chain import base_prompt
 from app.vocab import ApprovalStatus, SessionStatus, values
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -4,38 +4,43 @@ Errors that are the operator's to fix (a bad flag, an invalid ``TIEROPS_*`` sett
 non-stream-json file, a bad schema, an unreadable or missing database, a full disk) print one
 line starting with ``tierops: error:`` and exit 2, never a traceback; nothing already stored is
 touched by a failed command. Unknown ``TIEROPS_*`` names are warned about once per command,
-with the closest known setting (issue #10).
+with the closest known setting.
 
 Stored text is printed through :func:`echo` (and :func:`shown` for a field inside a line): a
 terminal control sequence in an alert or a model's text (OSC 52, OSC 8, CSI, BEL) is shown as
 escapes, never obeyed; ``--json`` (:func:`emit_json`) prints the text exactly, JSON-escaped.
 
 The state directory is found the same way from any working directory (``app/paths.py``); a
-command that only reads the database refuses to create an empty one (issue #10: a ``tierops``
-run from another folder used to make a fresh ``./state/tierops.db`` and report "no sessions").
+command that only reads the database refuses to create an empty one: pointed at the wrong folder
+it must say so, not make a fresh database and report "no sessions".
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from app.config import Settings, get_settings, unknown_settings
-from app.engine.ingest import describe_storage_error
 from app.errors import InputError, TierOpsError
 from app.logs import setup_logging
-from app.output.validate import OutputValidator, SchemaLoadError
 from app.redact import Redactor, install_log_redaction
-from app.store.db import Database, is_transient
+from app.store.db import Database, describe_storage_error, is_transient
+
+if TYPE_CHECKING:
+    from app.output.validate import OutputValidator
+
+log = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 130  # 128 + SIGINT, as shells report a stopped command
@@ -103,7 +108,7 @@ def load_settings(ctx: click.Context | None = None, *, home: str | None = None, 
 
 
 def require_database(settings: Settings) -> None:
-    """A command that only reads refuses to create an empty database (issue #10)."""
+    """A command that only reads refuses to create an empty database: a wrong ``--home`` says so."""
     path = settings.db_path
     if path.is_file():
         return
@@ -126,7 +131,7 @@ def describe_state() -> str:
 
 
 class _StateOption(click.Option):
-    """``--home``/``--db`` whose help says which database is in use right now (issue #10)."""
+    """``--home``/``--db`` whose help says which database is in use right now."""
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         record = super().get_help_record(ctx)
@@ -214,15 +219,42 @@ def emit_json(value: Any) -> None:
 
 
 def load_validator(path: str | Path) -> OutputValidator:
+    # Imported here: only the commands that validate output pay for the JSON Schema machinery.
+    from app.output.validate import OutputValidator, SchemaLoadError
+
     try:
         return OutputValidator.from_file(path)
     except SchemaLoadError as exc:
         fail(str(exc))
 
 
+# Where each command lives. A command's module is imported when that command runs (or for
+# --help), so `tierops incidents` does not load the engine, the validator and the web stack: every
+# command starts in about half the time. tests/cli/test_base.py checks this table against the
+# commands the modules register.
+COMMAND_MODULES: dict[str, str] = {
+    "approvals": "app.cli.approvals", "backup": "app.cli.ops", "checks": "app.cli.checks",
+    "cooldowns": "app.cli.cooldowns", "doctor": "app.cli.doctor", "events": "app.cli.records",
+    "incidents": "app.cli.incidents", "ingest": "app.cli.records", "maintenance": "app.cli.maintenance",
+    "memories": "app.cli.records", "notify": "app.cli.notify", "probe": "app.cli.checks",
+    "prune": "app.cli.ops", "revalidate": "app.cli.schemas", "run": "app.cli.cycles",
+    "schemas": "app.cli.schemas", "serve": "app.cli.cycles", "sessions": "app.cli.records",
+    "supervise": "app.cli.cycles",
+}
+
+
 class TierOpsGroup(click.Group):
     """click's usage errors (a bad flag or value) as one ``tierops: error:`` line and exit 2, like
-    every other error, instead of click's usage block."""
+    every other error, instead of click's usage block; commands loaded from
+    :data:`COMMAND_MODULES` when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            importlib.import_module(COMMAND_MODULES[cmd_name])  # registers itself on `main`
+        return super().get_command(ctx, cmd_name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -257,7 +289,7 @@ def main(ctx: click.Context, log_level: str | None, log_format: str | None) -> N
     State (the database, session folders, the CLI's HOME, the cycle lock) lives in one
     directory: --home or $TIEROPS_HOME, else ~/.local/state/tierops. `tierops doctor` checks it.
     """
-    # Nothing secret in any log line (issue #9 §5), whichever command logs.
+    # Nothing secret in any log line, whichever command logs.
     install_log_redaction(Redactor.from_environment())
     # Invalid TIEROPS_LOG_* values are reported by the command's own settings load (one line,
     # exit 2); here they fall back to the defaults so that --help always works.

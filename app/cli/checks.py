@@ -1,5 +1,4 @@
-"""``tierops checks validate|list`` (the checks file) and the hidden ``tierops probe`` (tier 0,
-issue #12).
+"""``tierops checks validate|list`` (the checks file) and the hidden ``tierops probe`` (tier 0).
 
 ``probe`` is what the supervisor starts for tier 0 in place of ``claude``: it takes the claude
 CLI's whole command line, so click must not parse it (no help option either: an appended system
@@ -10,6 +9,7 @@ it and ignores the rest. ``checks validate`` reports every problem of a checks f
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -19,6 +19,8 @@ from app.cli.base import CommandError, echo, emit_json, fail, json_option, main,
 from app.probe import executor
 from app.probe.inventory import Inventory, InventoryError, load_inventory
 from app.probe.targets import format_duration
+
+log = logging.getLogger(__name__)
 
 
 @main.command("probe", hidden=True, add_help_option=False,

@@ -1,5 +1,5 @@
 """``tierops cooldowns``: the cooldown limits, what each service has used, the newest actions and,
-apart, the newest proposed actions with whether the limits would allow each now (issue #13).
+apart, the newest proposed actions with whether the limits would allow each now.
 
 The same report as ``GET /api/v1/cooldowns`` and the overview's Cooldowns section
 (:func:`app.engine.cooldowns.report`), so an operator can see from a shell why an escalation was

@@ -2,7 +2,7 @@
 web server) and ``serve`` (the dashboard, the API and the schedule).
 
 All three create the state directory and database when there is none (they are how a new
-installation starts); all three log their cycles and sessions at info by default (issue #10).
+installation starts); all three log their cycles and sessions at info by default.
 
 ``serve`` and ``supervise`` with ``TIEROPS_REQUIRE_CHECKS`` (the container image sets it) refuse to
 start without a checks file: their scheduled cycles would otherwise start at tier 1, a paid
@@ -48,7 +48,8 @@ from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, load_inventory
 from app.probe.variables import serve_environment
 from app.store.rows import ChainLink
-from app.supervisor.chain import base_prompt, tier0_problem
+from app.supervisor.chain import base_prompt
+from app.supervisor.guards import tier0_problem
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def _supervisor_parts(home: str | None, db: str | None, checks: str | None = Non
              "cycle at tier 1, a paid language-model run. Mount a checks file and point TIEROPS_CHECKS (or --checks) "
              "at it, e.g. `-v ./checks.yaml:/etc/tierops/checks.yaml:ro -e TIEROPS_CHECKS=/etc/tierops/checks.yaml` "
              "(examples/checks-starter.yaml passes on any host); or set TIEROPS_REQUIRE_CHECKS=false to start at tier 1")
-    if settings.checks is not None:  # refuse a broken checks file before anything starts (issue #12)
+    if settings.checks is not None:  # refuse a broken checks file before anything starts
         try:
             load_inventory(settings.checks)
         except InventoryError as exc:
@@ -96,7 +97,7 @@ def _render_chain(chain: list[ChainLink]) -> str:
     for s in chain:
         cost = f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "-"
         flags = " degraded" if s["degraded"] else ""
-        flags += " DRY RUN" if s["dry_run"] else ""  # issue #13
+        flags += " DRY RUN" if s["dry_run"] else ""
         lines.append(f"tier {s['tier']} ({s['model']}) session {s['id']} [{shown(s['session_id'] or '-')}]: {s['status']}{flags}, "
                      f"source {s['source']}, attempts {s['attempts']}, {cost}")
         if s["status_reason"]:
@@ -148,7 +149,7 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int | None, check
         fail(str(exc))
 
     inline = read_schema_file(schema_file) if schema_file else None
-    if inline is not None:  # refused before anything is created (issue #11 preflight)
+    if inline is not None:  # the preflight refuses it before anything is created
         try:
             check_schema(inline, settings, what=str(schema_file))
         except ContractError as exc:
@@ -160,7 +161,7 @@ def run(home: str | None, db: str | None, as_json: bool, tier: int | None, check
                                       mode="prompted" if output_mode == "prompted" else
                                       "native" if output_mode == "native" else None, max_retries=max_retries)
             sup = Supervisor(store, settings, validator)
-            await sup.start()  # issue #13: the cycle's notifications go out before the command exits
+            await sup.start()  # the sender: the cycle's notifications go out before the command exits
             try:
                 return await sup.run_cycle(tier=tier, prompt=prompt, trigger=Trigger.MANUAL, spec=spec,
                                            dry_run=dry_run)
@@ -195,7 +196,7 @@ def supervise(home: str | None, db: str | None, checks: str | None, once: bool) 
             recovered = await sup.recover_interrupted()
             if recovered:
                 echo(f"marked {recovered} session(s) left running by a stopped supervisor as interrupted")
-            await sup.start()  # issue #13: the notification sender, stopped by shutdown()
+            await sup.start()  # the notification sender, stopped by shutdown()
             try:
                 await sup.run_forever(cycles=1 if once else None)
             finally:

@@ -1,4 +1,4 @@
-"""``tierops incidents``: list incidents, show one with its timeline, and act on one (issue #12).
+"""``tierops incidents``: list incidents, show one with its timeline, and act on one.
 
 A group of its own because an incident is the one record an operator *changes* from the command
 line: ``ack``, ``resolve`` and ``silence`` apply the same store actions as the API and the
@@ -11,6 +11,7 @@ act on in a new one. A missing incident or an action its state refuses is one er
 from __future__ import annotations
 
 import getpass
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -41,6 +42,8 @@ from app.store.db import Database
 from app.store.incidents import NOTE_MAX, UNTIL_HELP, IncidentStateError, parse_until
 from app.store.rows import IncidentRow, TimelineRow
 from app.vocab import IncidentStatus, values
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

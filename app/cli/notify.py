@@ -16,6 +16,7 @@ pager is otherwise found out the day a real incident is (or is not) delivered.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -35,6 +36,8 @@ from app.cli.base import run_async as _run
 from app.notify.preview import IncidentPreview
 from app.notify.sender import Notifier
 from app.notify.trial import send_test
+
+log = logging.getLogger(__name__)
 
 EXIT_FAILED = 1
 

@@ -1,4 +1,4 @@
-"""The commands that keep an installation healthy: ``prune`` and ``backup`` (issue #10).
+"""The commands that keep an installation healthy: ``prune`` and ``backup``.
 
 Why here and not in ``records``: neither stores nor lists sessions; both look after the state
 directory as a whole. Both refuse to create a database where there is none
@@ -15,6 +15,7 @@ wrong ``--home``.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from app.engine.retention import PruneReport, describe
 from app.engine.retention import prune as prune_sessions
 from app.store.backup import BackupResult, backup_database
 from app.units import human_bytes
+
+log = logging.getLogger(__name__)
 
 RESTORE = ("to restore: stop the server, replace {db} with the backup, delete {db}-wal and {db}-shm if they "
            "exist, start the server (migrations run at start)")

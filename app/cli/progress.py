@@ -1,4 +1,4 @@
-"""A one-line progress bar on stderr for long work a person waits for (issue #10).
+"""A one-line progress bar on stderr for long work a person waits for.
 
 Why not click's ``progressbar``: it shows one quantity; an ingest is measured in bytes (how far
 through the file) and lines (what was stored). The bar redraws at most every 0.1 s, so a fast
@@ -8,11 +8,14 @@ Only used when stderr is a terminal (or ``--progress``); never with ``--json``.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import TextIO
 
 from app.units import human_bytes
+
+log = logging.getLogger(__name__)
 
 WIDTH = 24
 REDRAW_EVERY = 0.1  # seconds

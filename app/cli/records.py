@@ -1,12 +1,13 @@
 """The commands that put streams into the store and read what it holds.
 
-``ingest`` stores a recorded stream (with a progress bar on a terminal, issue #10); ``sessions``,
+``ingest`` stores a recorded stream (with a progress bar on a terminal); ``sessions``,
 ``events`` and ``memories`` list rows. The listing commands only read: they refuse to create an
 empty database where none exists (:func:`~app.cli.base.require_database`).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,8 @@ from app.store import sessions as session_store
 from app.store.db import Database
 from app.store.rows import EventRow, MemoryRow, SessionListRow
 from app.vocab import MAX_TIER, MIN_TIER, Level, SessionStatus, values
+
+log = logging.getLogger(__name__)
 
 
 @main.command()
@@ -184,7 +187,7 @@ def events(home: str | None, db: str | None, as_json: bool, level: str | None, s
     """List routed events, newest first."""
     def render(e: EventRow) -> str:
         svc = f"[{shown(e['service'])}] " if e["service"] else ""
-        # an event outlives its session: retention (issue #10) prunes the session, not the event
+        # an event outlives its session: retention prunes the session, not the event
         owner = f"session {e['session_pk']}" if e["session_pk"] is not None else "session pruned"
         return f"{e['id']:>5}  {e['created_at']}  {owner}  {e['level']:<8} {svc}{shown(e['message'])}"
 

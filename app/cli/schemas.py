@@ -1,5 +1,5 @@
 """``tierops schemas list|add|show|rm|check`` (the named output schema registry) and
-``tierops revalidate`` (issue #11).
+``tierops revalidate`` (output contracts).
 
 Stored schemas are immutable (a change is a new name) and every schema passes the same gate as
 an inline one (:func:`app.engine.contracts.check_schema`: meta-schema, object root, local
@@ -10,6 +10,7 @@ that gate alone on a file and changes nothing; it needs no database.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from datetime import date
@@ -38,6 +39,8 @@ from app.engine.revalidate import revalidate as revalidate_outputs
 from app.store import schemas as schema_store
 from app.store.rows import SchemaRow
 from app.web.limits import SCHEMA_NAME_PATTERN  # the API's rule, one definition
+
+log = logging.getLogger(__name__)
 
 
 def read_schema_file(path: str) -> Any:

@@ -1,4 +1,4 @@
-"""Which output contract a run gets: inline schema > registry name > the tier's default (issue #11).
+"""Which output contract a run gets: inline schema > registry name > the tier's default.
 
 Why in the engine: the API, the CLI and the scheduler all start runs, and each must resolve a
 request the same way, with the same refusals (an unknown name, a schema the pinned CLI would

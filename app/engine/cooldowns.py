@@ -1,25 +1,17 @@
-"""Cooldown limits (issue #13): how often an action may be taken on one service.
+"""Cooldown limits: how often an action may be taken on one service.
 
 Why a module of its own: the limits are one policy read in three places — the tiers' appended
 system prompt (what is still allowed), the chain's escalation guard (a handoff proposing an action
 over its limit is refused) and the check of what a session reported it did (an action over its
-limit is flagged) — and shown by the API, the overview and ``tierops cooldowns``. Parsing and the
-window arithmetic are pure functions here; rows come from ``app/store/cooldowns.py``.
+limit is flagged) — and shown by the API, the overview and ``tierops cooldowns``. Parsing
+``TIEROPS_COOLDOWNS`` (``restart:2/4h,redeploy:1/24h``) and the window arithmetic are pure
+functions here; rows come from ``app/store/cooldowns.py``.
 
-* **Limits** are ``TIEROPS_COOLDOWNS``: ``KIND:COUNT/WINDOW`` comma separated, the window in
-  ``s``, ``m``, ``h`` or ``d`` — ``restart:2/4h,redeploy:1/24h`` (the Go original's limits) allows
-  at most 2 restarts of a service in any 4 hours and 1 redeploy in 24 hours. Kinds without a limit
-  are recorded and shown, never limited. An empty value means no limits.
-* **What counts**: actions *taken* — the contract's ``actions`` with result ``done`` or
-  ``failed`` (a failed restart still restarted something) and the markers'
-  ``[COOLDOWN:…] success|failure``. Dry runs and proposals never count. Kinds are compared
-  lower-cased, the markers' ``redeployment`` as ``redeploy``; services exactly (whitespace
-  collapsed when routed). A host-wide action (no service) has its own window. A dry-run
-  session's actions are stored as dry runs whatever it claimed (``app/store/findings.py``).
-* **Proposals** are shown apart, each with whether the limits would allow it now (:func:`judge`).
-* **A window** is per (kind, service): the taken actions of the last WINDOW; ``remaining`` is
-  what is still allowed now, ``next_allowed_at`` when one more becomes allowed (None while some
-  remain) and ``frees_at`` when the oldest falls out of the window.
+What it deliberately does: only actions *taken* count (done or failed: a failed restart still
+restarted something); dry runs and proposals never do, and proposals are shown apart with whether
+the limits would allow them now (:func:`judge`). Kinds without a limit are recorded and shown,
+never limited. A window is per (kind, service), a host-wide action having its own. The rules in
+full: ARCHITECTURE.md, "Cooldown limits".
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
-"""From a finished session to incidents, and whether they are worth a language model (issue #12).
+"""From a finished session to incidents, and whether they are worth a language model.
 
 Why a module of its own: storage (``app/store/incidents.py``) keeps an incident's life — opened,
-counted, resolved — but *reading* a session for it and *deciding* on escalation are policy:
+counted, resolved — but *reading* a session for it and *deciding* on escalation are policy.
+:func:`observation` reads a session (its valid structured output, else its routed events and
+checks): failing findings at ``warning`` or above, keyed by the model's ``key`` or by service +
+normalised message (:func:`derived_key`, so "disk 91 %" and "disk 92 %" are one incident), probe
+results, and healthy services that resolve what the model opened. :func:`decide` says whether an
+incident escalates: when it opens, worsens, or recurs ``TIEROPS_ESCALATE_AFTER`` cycles after its
+last escalation — not every cycle; an acknowledged one never again, a silenced one not until the
+silence ends, a flapping key once for it.
 
-* **Reading** (:func:`observation`): a session with valid structured output is read from it —
-  events at ``warning`` or above are failing findings, keyed by their ``key`` (the contract lets a
-  model give one) or else by service + normalised message (:func:`derived_key`: numbers, ids and
-  spacing do not make a new incident of "disk 91 %" → "disk 92 %"); ``services_checked`` items
-  carrying a ``check`` are probe results (tier 0), and a healthy one resolves ``check:NAME``; a
-  language-model session reporting a service ``healthy`` resolves that service's incidents it
-  opened from model findings and did not report again. A session without structured output
-  (markers, handoff.json) is read from its routed events and checks the same way.
-  ``info`` findings never open an incident (they are recorded as events, as before).
-* **Linking proposals**: once applied, the session's proposed actions are linked to the incident
-  of the same service among those it touched, else to the only one it touched
-  (:func:`app.store.cooldowns.link_proposals`), so an incident lists what a tier wants done.
-* **Deciding** (:func:`decide`): an incident escalates when it opens, when it worsens (severity
-  rises), and again when it recurs ``TIEROPS_ESCALATE_AFTER`` more cycles after its last
-  escalation — not every cycle. Acknowledged incidents never re-escalate; silenced ones never
-  escalate until the silence ends; a flapping key (opened more than ``TIEROPS_FLAP_COUNT`` times
-  within ``TIEROPS_FLAP_WINDOW``) escalates once for it. Only tier 0's escalation is gated this
-  way (``app/supervisor/chain.py``): once a language model is looking, its own decision stands.
+What it deliberately does: ``info`` findings never open an incident, and only tier 0's escalation
+is gated this way (``app/supervisor/chain.py``): once a language model is looking, its own
+decision stands. The rules in full: ARCHITECTURE.md, "Incidents".
 """
 
 from __future__ import annotations

@@ -5,29 +5,23 @@ the SHA-256 of its bytes. The common case — a session not stored yet — is on
 stored and the file hashed as it is read. Only when the ``session_id`` is already stored (or the
 stream has none near its start) is the file hashed first, to tell "the same stream again"
 (nothing changes) from "a different stream with a known id" (refused: a resumed run's stream is
-not merged by ingest; the supervisor records resume attempts as attempts of one session).
-stdin is spooled to a temporary file first, so memory stays flat for any size.
+not merged by ingest). stdin is spooled to a temporary file first, so memory stays flat.
 
-Speed (issue #15, bench/ingest.py): the file is read, hashed, framed and screened for secrets
-(:meth:`SessionRecorder.screen_batch`) one 1 MiB read ahead, in a thread of its own, while the
-previous read's lines are parsed and stored: SHA-256 and the RE2 search release the GIL, so on
-two cores they run beside the parsing and SQLite's writes instead of before them (~0.4 s of
-thread time in the py-spy profile; 2.04 s against 2.18 s wall, medians of three runs on a loaded
-2-core machine, and ~12 MB more peak RSS, flat in the number of lines). The lines are parsed and
-stored in the event loop's thread, in order, as before.
+Speed (bench/ingest.py): the file is read, hashed, framed and screened for secrets one 1 MiB read
+ahead, in a thread of its own, while the previous read's lines are parsed and stored in order in
+the event loop's thread (SHA-256 and the RE2 search release the GIL; measurements in
+ARCHITECTURE.md, "Recording a session").
 
-A file that is not stream-json at all (an image, a text file, an empty file, JSON without typed
-objects) is refused before anything is stored (:func:`check_stream_json`). The test is
-deliberately lenient: one JSON object with a string ``type`` among the first lines is enough,
-and every line of an accepted file is stored (garbage lines raw). A storage fault while storing
-(disk full, I/O error) is one :class:`IngestError` naming it; running the same command again
-replaces the partial session.
+A file that is not stream-json at all is refused before anything is stored
+(:func:`check_stream_json`); the test is deliberately lenient: one JSON object with a string
+``type`` among the first lines is enough, and every line of an accepted file is stored (garbage
+lines raw). A storage fault while storing is one :class:`IngestError` naming it; running the same
+command again replaces the partial session.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import hashlib
 import json
 import logging
@@ -46,7 +40,7 @@ from app.errors import InputError
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import sessions
-from app.store.db import Database, is_transient
+from app.store.db import Database, describe_storage_error, is_transient
 from app.stream.parser import parse_line
 from app.stream.reader import CHUNK, LineFramer, iter_lines
 from app.vocab import SessionStatus, Trigger
@@ -148,13 +142,6 @@ def check_stream_json(path: Path, shown: str | None = None) -> None:
         "`claude -p --output-format stream-json --verbose`. Nothing was stored.")
 
 
-def describe_storage_error(exc: BaseException) -> str:
-    """One line for a storage fault: what failed and what to do."""
-    if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in str(exc).lower():
-        return f"the disk is full ({exc}); free some space and run the same command again"
-    return f"{type(exc).__name__}: {exc}"
-
-
 def spool_stdin() -> Path:
     with tempfile.NamedTemporaryFile(prefix="tierops-stdin-", suffix=".jsonl", delete=False) as tmp:
         shutil.copyfileobj(sys.stdin.buffer, tmp, 1024 * 1024)
@@ -177,7 +164,7 @@ async def _existing(db: Database, path: Path, session_id: str | None) -> session
 
 
 Progress = Callable[[int, int], None]
-"""Called as ``progress(bytes_read, lines_stored)`` while a stream is ingested (issue #10)."""
+"""Called as ``progress(bytes_read, lines_stored)`` while a stream is ingested."""
 
 PROGRESS_EVERY = 2000  # lines between progress calls: cheap enough to vanish in the ingest time
 
@@ -224,7 +211,7 @@ async def _ingest(db: Database, path: Path, shown: str, session_id: str | None, 
     spec = OutputSpec(validator=validator, source="default")
     if not spec.routed:  # --schema FILE with another schema
         spec = OutputSpec(validator=validator, source="inline")
-    # Issue #11: the contract the stream is judged against (--schema FILE, or the bundled one)
+    # The contract the stream is judged against (--schema FILE, or the bundled one)
     rec = await SessionRecorder.begin(db, validator, RecorderOptions.from_settings(settings, route_output=spec.routed),
                                       tier=tier, trigger=Trigger.INGEST, contract=spec)
     digest = hashlib.sha256()

@@ -7,25 +7,13 @@ to one question: :func:`covering`. The window arithmetic is pure functions here
 (:func:`occurrence_at`, :func:`next_occurrence`); only :func:`covering` and :func:`windows`
 touch the store.
 
-The rules:
-
-* A configured window recurs: ``start`` (local ``HH:MM``) on its days, or each time its ``cron``
-  fires (local time), and lasts ``duration`` of real time, so a window across a daylight saving
-  change is as long as written. A start in the hour a spring change skips happens at the same
-  instant as it would have before the change (02:30 in Berlin on the last Sunday of March is
-  03:30 CEST); a start in the hour an autumn change repeats happens the first time round.
-* An occurrence covers ``[start, start + duration)``. Occurrences may overlap (a cron firing more
-  often than the window lasts); the one ending last is the one reported.
-* A window matches a service/check when each of its matchers (``services``, ``checks``:
-  fnmatch-style, case-sensitive) matches; a service or check that is None matches only a window
-  without that matcher. Several windows covering the same thing: the one ending last wins
-  (configured before ad-hoc on a tie, then by name).
-* ``TIEROPS_MAINTENANCE`` that cannot be read is a :class:`MaintenanceConfigError`, raised by
-  :func:`setting_windows` (``tierops serve``, ``run``, ``supervise`` and ``doctor`` check it at
-  start). A checks file that cannot be loaded contributes no windows (the probe reports it, as
-  for every other problem of the file); :func:`problems` says so for display.
-* The checks file is re-read only when its modification time or size changed (the scheduler
-  reads it every cycle too): :func:`covering` may be called for every incident of a cycle.
+What it deliberately does: a window lasts ``duration`` of real time, so one across a daylight
+saving change is as long as written; of several windows covering the same thing the one ending
+last wins. An unreadable ``TIEROPS_MAINTENANCE`` is an error at start
+(:class:`MaintenanceConfigError`), while a checks file that cannot be loaded only contributes no
+windows (the probe reports it). The checks file is re-read only when its modification time or
+size changed, so :func:`covering` may be called for every incident of a cycle. The rules in full:
+ARCHITECTURE.md, "Maintenance windows".
 """
 
 from __future__ import annotations

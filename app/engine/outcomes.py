@@ -3,14 +3,15 @@
 Pure functions over parsed result lines and validation results: no I/O, so the rules that
 decide what a session *was* can be tested without a database.
 
-Everything decided here is stored, so it must be storable whatever the stream held (issue #9 §1):
+Everything decided here is stored, so it must be storable whatever the stream held:
 the output (a result's ``structured_output`` or a StructuredOutput tool input) goes through
-``parser.json_safe`` before it is validated and kept, and each total is a finite number within
+``values.json_safe`` before it is validated and kept, and each total is a finite number within
 SQLite's 64 bits (None otherwise).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,11 @@ from app.output.outcome import Budget, CredentialsRejected, RunStatus, decide_st
 from app.output.validate import OutputValidator, ValidationIssue, ValidationResult
 from app.store.attempts import AttemptRecord
 from app.store.sessions import SessionSummary
-from app.stream.parser import ResultLine, clean_text, finite, json_safe
+from app.stream.parser import ResultLine
+from app.stream.values import clean_text, finite, json_safe
 from app.vocab import SessionStatus
+
+log = logging.getLogger(__name__)
 
 NO_OUTPUT = ("no structured_output in the result: the model never called the StructuredOutput tool"
              " (or the CLI ran without --json-schema)")
@@ -47,7 +51,7 @@ class AttemptOutcome:
     has_output: bool
     output: Any = None
     validation: ValidationResult | None = None
-    via: str = "tool"  # tool | extracted | prompted: where the output came from (issue #11)
+    via: str = "tool"  # tool | extracted | prompted: where the output came from
 
     @property
     def output_ok(self) -> bool:
@@ -72,7 +76,7 @@ def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | Non
                    validator: OutputValidator, mode: str = "native", budget: Budget | None = None) -> AttemptOutcome:
     """The attempt's status from its last result line, and TierOps' verdict on its output.
 
-    ``mode`` (issue #11): ``native`` takes the StructuredOutput tool's output; when a completed
+    ``mode``: ``native`` takes the StructuredOutput tool's output; when a completed
     run has none, a JSON answer in the final text that validates is taken instead (``via``
     ``extracted``; the session is degraded) before a resume is spent. ``prompted`` takes the JSON
     in the final text (:func:`app.output.extract.extract_json`), the only place it can be."""
@@ -153,7 +157,7 @@ class SessionFacts:
     notes: list[str]
     exit_code: int | None
     stderr_tail: str | None
-    cli_rejections: int = 0  # StructuredOutput calls the CLI itself refused: attempts too (issue #11)
+    cli_rejections: int = 0  # StructuredOutput calls the CLI itself refused: attempts too
 
 
 def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: str | None = None,

@@ -12,49 +12,27 @@ function of :mod:`app.store`. Lifecycle::
     [rec.begin_attempt("resume"); feed ...; end_attempt ...]               # output recovery (supervisor)
     report = await rec.finalize()                                          # one transaction: route + status
 
-Deliberate choices:
-
-* Lines are buffered and written with ``executemany`` (bounded by row count *and* bytes, so a
-  run of 20 MB lines never piles up in memory); ``flush()`` forces a write, which the supervisor
-  calls whenever the child has nothing more to read, so live pages lag by one read at most.
-* Speed (issue #15, bench/ingest.py): a batch of lines is screened for secrets in one RE2 pass
-  (:meth:`SessionRecorder.screen_batch`) and the unflagged lines are decoded by orjson; the
-  lines are written with ``executemany`` in the event loop's turn, not behind it. Writing one
-  batch in SQLite's thread while the next is parsed was measured again and gains nothing:
-  sqlite3 takes the GIL back after every row's step and waits for the parser to drop it (100k
-  rows beside 0.2 s of parsing: 0.90 s overlapped against 0.88 s in turn, 2.3 s against 1.4 s
-  on a busier run; multi-row INSERTs and a 0.2 ms switch interval were worse); a one-statement
-  ``json_each`` insert that would hold no GIL costs 1.3 s of SQLite time instead of 0.7 s.
-* Memory is flat in the number of lines: only the last ``result``/``api_retry`` line, the
-  markers found so far and the CLI's StructuredOutput tool inputs are kept, never the transcript.
-* Findings are routed once, in :meth:`finalize`, from the accepted attempt; nothing is routed per
-  attempt, so a recovered session cannot produce duplicates. An ``interrupted`` session's
-  escalation decision is never routed (``route.for_interrupted``): a stop is never followed by an
-  escalation read from the ``handoff.json`` the model had already written.
-* Log lines (issue #10): the session's end, once, in :meth:`finalize` (status, reason, source,
-  lines, attempts, cost) at INFO — every session ends there, ingested or supervised; storage
-  trouble at WARNING (a failed write with its attempt and backoff: the first failure of a run of
-  them and then attempts 2, 4, 8…, so a three-minute outage is a handful of lines, not one per
-  backoff; storage back) and ERROR (given up). Each carries :attr:`SessionRecorder.log_context`
-  as fields: the session and tier, and the chain when the supervisor sets it.
+What it deliberately does: lines are buffered and written in batches bounded by rows *and*
+bytes, screened for secrets in one pass per batch (:mod:`app.engine.line_screen`); memory is flat
+in the number of lines (only the last ``result``/``api_retry`` line, the markers and the CLI's
+StructuredOutput inputs are kept); findings are routed once, in :meth:`finalize`, from the
+accepted attempt, and an ``interrupted`` session's escalation decision never; a storage fault that
+may pass is retried with backoff while the stream goes on being read. Measurements and log lines:
+ARCHITECTURE.md, "Recording a session"; storage faults: "Durability".
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
-from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from typing import TYPE_CHECKING, Any
-
-import re2
+from typing import TYPE_CHECKING
 
 from app.clock import LineClock
+from app.engine.line_screen import flagged_lines, parse_lines, screen_for
 from app.engine.outcomes import (
     AttemptOutcome,
     Recording,
@@ -74,22 +52,14 @@ from app.output.rejections import CliRejection, RejectionTracker
 from app.output.route import Routed, for_interrupted, from_fallback, from_output
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
-from app.redact import Redactor, redactor_for
+from app.redact import redactor_for
 from app.store import activity, attempts, sessions
 from app.store.activity import LineTuple
 from app.store.attempts import AttemptRecord
 from app.store.db import Database, is_transient
 from app.store.rows import ActivityRow
 from app.store.sessions import SessionIdentity
-from app.stream.parser import (
-    SCREEN_PATTERN,
-    ArrayLine,
-    AssistantLine,
-    ParsedLine,
-    ResultLine,
-    SystemLine,
-    parse_line,
-)
+from app.stream.parser import ArrayLine, AssistantLine, ParsedLine, ResultLine, SystemLine
 from app.vocab import AttemptKind, SessionStatus, Trigger
 
 if TYPE_CHECKING:
@@ -97,30 +67,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Issue #15: 2,000 rows per write was tried: no gain measurable on 2 cores (SQLite alone takes
-# the same time for batches of 500 or 5,000 rows) and 16 MB more peak RSS in bench/ingest.py.
+# 2,000 rows per write was tried: no gain measurable on 2 cores (SQLite alone takes the same time
+# for batches of 500 or 5,000 rows) and 16 MB more peak RSS in bench/ingest.py.
 FLUSH_ROWS = 500
 FLUSH_BYTES = 8 * 1024 * 1024
 # While storage fails, lines stay buffered up to this many bytes and the stream goes on being
 # read; past it, feed() waits for storage (the child then blocks on its full pipe): memory stays
-# bounded and nothing is dropped (issue #9 §2).
+# bounded and nothing is dropped.
 BUFFER_LIMIT = 64 * 1024 * 1024
 BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 5.0
-
-
-@functools.lru_cache(maxsize=16)
-def _compile_screen(pattern: str) -> Any:
-    return re2.compile(pattern)
-
-
-def _screen_for(redact: Callable[[str], str]) -> Any:
-    """The RE2 pattern a batch of lines is searched with (issue #15): where the redactor may
-    rewrite a line, or where orjson may decode it differently from json. None for a redactor that
-    is not a :class:`Redactor` (its lines are redacted one by one)."""
-    if not isinstance(redact, Redactor):
-        return None
-    return _compile_screen(f"{redact.screen_pattern}|{SCREEN_PATTERN}")
 
 
 # Called after each committed batch with (session_pk, rows).
@@ -138,11 +94,11 @@ class RecorderOptions:
     redact: Callable[[str], str] | None = None
     storage_retry_limit: float = 180.0  # seconds of failing writes before StorageUnavailable
     buffer_limit: int = BUFFER_LIMIT
-    # Issue #11: only the agent-response contract's output becomes events, memories and an
-    # escalation decision; another schema's valid output is stored as the session's result data.
+    # Only the agent-response contract's output becomes events, memories and an escalation
+    # decision; another schema's valid output is stored as the session's result data.
     route_output: bool = True
     output_mode: str = "native"  # native | prompted: where an attempt's output is read from
-    budget: Budget | None = None  # issue #13: the run's --max-budget-usd, named when the CLI stops at it
+    budget: Budget | None = None  # the run's --max-budget-usd, named when the CLI stops at it
 
     @classmethod
     def from_settings(cls, settings: Settings, publish: Publisher | None = None,
@@ -172,7 +128,7 @@ class SessionRecorder:
         self.markers = MarkerSet()
         self.current = Recording()
         self.outcomes: list[AttemptOutcome] = []
-        # Issue #11: the CLI's own rejections of a StructuredOutput call count as attempts too.
+        # The CLI's own rejections of a StructuredOutput call count as attempts too.
         self._rejections = RejectionTracker()
         self._run_rejections: list[CliRejection] = []
         self.cli_rejections = 0
@@ -190,7 +146,7 @@ class SessionRecorder:
         # Lines are redacted before they are parsed, so parsed values (structured output, events)
         # carry no secret either; without an explicit redactor the database's own is used.
         self._redact: Callable[[str], str] = self.options.redact or db.redact
-        self._screen = _screen_for(self._redact)
+        self._screen = screen_for(self._redact)
         self._flush_bytes = min(FLUSH_BYTES, self.options.buffer_limit)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -226,7 +182,7 @@ class SessionRecorder:
 
     async def feed_batch(self, lines: Sequence[bytes | str], screened: set[int] | None = None) -> int:
         """Store a batch of lines (e.g. one read's worth, as :mod:`app.stream.reader` frames them);
-        the same as :meth:`feed` on each in order, but screened for secrets in one pass (issue #15).
+        the same as :meth:`feed` on each in order, but screened for secrets in one pass.
         ``screened``: what :meth:`screen_batch` returned for these lines, when the caller ran it
         already (ingest does, in a thread, while the previous batch is stored). Returns how many
         lines were stored (empty lines are not)."""
@@ -240,62 +196,20 @@ class SessionRecorder:
 
     def screen_batch(self, lines: Sequence[bytes | str]) -> set[int]:
         """The indices of the lines that need the per-line path: full redaction and the stdlib
-        decoder (every line, for a redactor that is not a :class:`Redactor`). Reads nothing of the
-        recorder's state but the compiled pattern, so it may run in another thread; the RE2
-        search releases the GIL.
-
-        Issue #15: the batch is joined and searched once with the redactor's screen pattern plus
-        the parser's (:data:`SCREEN_PATTERN`); a line is flagged where a match starts, and the
-        search goes on from the next line. Every line had paid an RE2 call, two substring scans
-        and ``json.loads`` before (redaction alone was 22 % of the py-spy samples of
-        bench/ingest.py); this is one RE2 call per read, ~0.22 s for its 168 MiB."""
-        screen = self._screen
-        if screen is None:  # a redactor of the caller's: per line, as it is
-            return set(range(len(lines)))
-        dirty: set[int] = set()
-        encoded: list[bytes] = []
-        for i, line in enumerate(lines):
-            if isinstance(line, bytes):
-                encoded.append(line)
-                continue
-            try:
-                encoded.append(line.encode("utf-8"))
-            except UnicodeEncodeError:  # a lone surrogate: the per-line path replaces it
-                encoded.append(b"")
-                dirty.add(i)
-        blob = encoded[0] if len(encoded) == 1 else b"\n".join(encoded)
-        match = screen.search(blob)
-        if match is not None:
-            starts = list(accumulate((len(b) + 1 for b in encoded), initial=0))
-            while match is not None:
-                i = bisect_right(starts, match.start()) - 1
-                dirty.add(i)
-                if i + 1 >= len(encoded):
-                    break
-                match = screen.search(blob, starts[i + 1])
-        return dirty
+        decoder (:func:`app.engine.line_screen.flagged_lines`; every line, for a redactor that is
+        not a :class:`~app.redact.Redactor`). Reads nothing of the recorder's state but the
+        compiled pattern, so it may run in another thread."""
+        return flagged_lines(self._screen, lines)
 
     def _parse(self, lines: Sequence[bytes | str], screened: set[int] | None = None) -> list[ParsedLine | None]:
-        """Decode, redact and parse ``lines``: secrets never reach the database (issues #4, #9).
-        Lines :meth:`screen_batch` did not flag are stored as read and decoded by orjson."""
+        """Decode, redact and parse ``lines``: secrets never reach the database. Lines
+        :meth:`screen_batch` did not flag are stored as read and decoded by orjson."""
         dirty = self.screen_batch(lines) if screened is None else screened
-        redact = self._redact
-        out: list[ParsedLine | None] = []
-        for i, line in enumerate(lines):
-            if isinstance(line, bytes):
-                try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    out.append(parse_line(redact(line.decode("utf-8", "backslashreplace"))))
-                    continue
-            else:
-                text = line
-            out.append(parse_line(redact(text)) if i in dirty else parse_line(text, screened=True))
-        return out
+        return parse_lines(lines, self._redact, dirty)
 
     def _record(self, parsed: ParsedLine) -> bool:
         """Number, observe and buffer one line; True when the buffer is due to be written.
-        Not a coroutine: one per line cost measurable time in bench/ingest.py (issue #15)."""
+        Not a coroutine: one per line cost measurable time in bench/ingest.py."""
         self.seq += 1
         self.line_count += 1
         self._observe(parsed)
@@ -380,7 +294,7 @@ class SessionRecorder:
             if published is not None:
                 await published
 
-    # -- storage faults (issue #9 §2) ----------------------------------------------------------
+    # -- storage faults ------------------------------------------------------------------------
 
     def _write_failed(self, exc: Exception, what: str) -> None:
         """Note a failed write; re-raise a bug, or give up past the retry limit."""
@@ -460,7 +374,7 @@ class SessionRecorder:
         """Route the findings and close the session, all in one transaction. Returns the report.
 
         ``status``/``reason`` override the decided status (the supervisor's ``interrupted``).
-        Never raises for a bug in deciding or routing (issue #9 §2): the session then ends
+        Never raises for a bug in deciding or routing: the session then ends
         ``failed`` with "internal error: <type>: <message>", the traceback is logged, and the
         legacy markers are still routed. Only cancellation and :class:`StorageUnavailable` (nothing
         can be recorded; the next sweep marks the row) propagate.
@@ -490,7 +404,7 @@ class SessionRecorder:
         routed: Routed
         handoff_raw: str | None = None
         if accepted is not None and not self.options.route_output:
-            routed = Routed(source="structured_output")  # result data only (issue #11)
+            routed = Routed(source="structured_output")  # another contract's output: result data only
         elif accepted is not None:
             routed, unused = from_output(accepted.output)
             notes.extend(unused)

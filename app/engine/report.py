@@ -1,16 +1,19 @@
 """The session report: what is stored for one session, as ``tierops ingest`` prints it (and its
 ``--json`` output). Read back from the store after the final write, so it shows what is really
-there, not what the recorder meant to write. It passes through ``parser.json_safe`` last, so it is
-valid JSON whatever was stored (no ``NaN``/``Infinity``, no lone surrogate: issue #9 §1)."""
+there, not what the recorder meant to write. It passes through ``values.json_safe`` last, so it is
+valid JSON whatever was stored (no ``NaN``/``Infinity``, no lone surrogate)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, TypedDict, cast
 
 from app.store import activity, findings, memories, sessions
 from app.store.db import Database
 from app.store.rows import CooldownRow, ReportEvent
-from app.stream.parser import json_safe
+from app.stream.values import json_safe
+
+log = logging.getLogger(__name__)
 
 
 class ReportMemory(TypedDict):

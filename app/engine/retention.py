@@ -1,56 +1,29 @@
-"""Retention (issue #10): which sessions ``tierops prune`` and the server's daily prune delete, in
-what batches, and the report of what went.
+"""Retention: which sessions ``tierops prune`` and the server's daily prune delete, in what
+batches, the space given back, and the report of what went.
 
-Why: every session keeps its whole transcript (``activity``: every stream line, often KBs each)
-forever otherwise, and a long-running installation's database and ``sessions/`` folder only grow.
-
-The rules:
-
-* A session goes once it is finished (not ``running``) and its last moment (``ended_at``, else
-  ``started_at``) is older than the cutoff: now minus ``TIEROPS_RETENTION_DAYS`` (or
-  ``--keep-days``); 0 days means never. A ``running`` session is never pruned, however old.
-* Sessions linked by ``chain_id``, ``parent_session_id`` or ``escalated_to`` go together or not at
-  all: a chain only when every member is finished and its newest member is older than the cutoff
-  (the links have no ``ON DELETE``, and half a chain would be an escalation from nowhere).
-* With a session go its activity, output attempts, check results, cooldowns and its folder
-  ``TIEROPS_HOME/sessions/<id>`` (only that folder, never a symlink, never anything outside
-  ``sessions/``; an ingested session's recorded ``cwd`` is never touched). Events and memories are
-  kept, without their session. (Open incidents, which must be kept too, do not exist yet.)
-* Ad-hoc maintenance windows that ended before the cutoff go too (they belong to no session).
-* Deleting happens in short write transactions of at most :data:`BATCH_SESSIONS` sessions and a
-  budget of stored lines; a bigger transcript is first deleted in chunks of that many lines.
-  The budget adapts so that each transaction lasts about :data:`TARGET_WRITE` (lines range from
-  bytes to megabytes: a count of rows alone says little about the time). Between transactions
-  the server's own writes go ahead.
-* The claude CLI's own transcripts (``TIEROPS_HOME/home/.claude/projects/…``, every tool output
-  verbatim; ``app/engine/cli_transcripts.py``) are removed by every prune whatever the retention,
-  retention off included: a session removes its own once final, these are the ones left behind
-  (a supervisor killed first). Never those of a running session (its cwd, its CLI session id)
-  nor any newer than the newest running session or than the moment the running ones were read.
-* Space: free pages then go back to the file system :data:`VACUUM_PAGES` at a time, each step
-  its own short write, when the file was created with incremental auto-vacuum (every database
-  since issue #10). An older file reuses its free pages for new rows but does not shrink; the
-  report says so and points at ``tierops prune --vacuum`` (a full, blocking VACUUM, for when the
-  server is stopped).
+Why: every session keeps its whole transcript forever otherwise, and a long-running installation's
+database and ``sessions/`` folder only grow. What it deliberately does: a finished session older
+than the cutoff (``TIEROPS_RETENTION_DAYS``, ``--keep-days``; 0 = never) goes, but sessions linked
+by chain, parent or escalation go together or not at all (:func:`plan`), never a ``running`` one;
+events and memories are kept, without their session. Deleting happens in short write
+transactions whose line budget adapts to how long each took (:class:`_Pace`), with pauses that let
+the server's own writes in; free pages then go back to the file system in small incremental-vacuum
+steps. Folders and the claude CLI's leftovers: :mod:`app.engine.prune_files`; the SQL:
+:mod:`app.store.retention`; the rules in full: ARCHITECTURE.md, "Retention".
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import shutil
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TypedDict
 
-from app.clock import parse_stamp
 from app.config import Settings
-from app.engine import cli_transcripts
+from app.engine.prune_files import FolderReport, TranscriptReport, remove_folders, sweep_cli_files
 from app.store import retention
 from app.store.db import Database, is_transient
 from app.store.retention import PruneCounts, RetentionRow, SpaceInfo
@@ -93,19 +66,6 @@ class KeptRows(TypedDict):
     events: int        # raised by pruned sessions: kept, now without a session
     memories: int      # taught or reinforced by pruned sessions: kept, without that provenance
     old_sessions: int  # older than the cutoff yet kept: running, or chained to a running or newer session
-
-
-class FolderReport(TypedDict):
-    removed: int       # session folders deleted (dry run: that would be)
-    bytes: int         # their size
-    missing: int       # pruned sessions that had no folder (ingested ones never have one)
-    errors: list[str]  # folders left in place, and why
-
-
-class TranscriptReport(TypedDict):
-    removed: int       # folders and files the claude CLI left under TIEROPS_HOME/home/.claude (dry run: would go)
-    bytes: int
-    errors: list[str]  # left in place, and why
 
 
 class SpaceReport(TypedDict):
@@ -215,44 +175,6 @@ def _next_batch(units: Sequence[Unit], start: int, budget: int) -> list[Unit]:
     return batch
 
 
-# -- folders -----------------------------------------------------------------------------------
-
-def _tree_bytes(folder: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder):  # does not follow symlinks
-        for name in files:
-            with contextlib.suppress(OSError):  # gone meanwhile
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
-def _remove_folders(root: Path, ids: Sequence[int], report: FolderReport, *, dry_run: bool) -> None:
-    """Delete ``root/<id>`` for each id; only plain folders directly inside ``root``."""
-    try:
-        real_root = root.resolve(strict=True)
-    except OSError:  # no sessions/ folder at all (only ingested sessions so far)
-        report["missing"] += len(ids)
-        return
-    for pk in ids:
-        folder = root / str(int(pk))
-        if not folder.exists() and not folder.is_symlink():
-            report["missing"] += 1
-            continue
-        if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != real_root:
-            report["errors"].append(f"{folder}: not a plain folder inside {root}; left alone")
-            continue
-        size = _tree_bytes(folder)
-        if not dry_run:
-            try:
-                shutil.rmtree(folder)
-            except OSError as exc:
-                report["errors"].append(f"{folder}: {exc.strerror or exc}")
-                log.warning("prune: cannot remove %s: %s", folder, exc)
-                continue
-        report["removed"] += 1
-        report["bytes"] += size
-
-
 # -- the prune ---------------------------------------------------------------------------------
 
 def _empty_report(days: int, cutoff: str | None, dry_run: bool) -> PruneReport:
@@ -287,7 +209,7 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
     """
     started = time.monotonic()
     days = settings.retention_days if keep_days is None else keep_days
-    transcripts = await _sweep_cli_files(db, settings, dry_run=dry_run)
+    transcripts = await sweep_cli_files(db, settings, dry_run=dry_run)
     if days <= 0:
         report = _empty_report(0, None, dry_run)
         report["transcripts"] = transcripts
@@ -308,7 +230,7 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
             counts = await retention.count_rows(db, ids)
             _add(report, ids, counts)
             report["chains"] = sum(1 for u in units if len(u.ids) > 1)
-            await asyncio.to_thread(_remove_folders, root, ids, report["folders"], dry_run=True)
+            await asyncio.to_thread(remove_folders, root, ids, report["folders"], dry_run=True)
         report["deleted"]["maintenance_windows"] = await retention.delete_maintenance_windows(db, cutoff, dry_run=True)
         report["space"] = _space(before, before, before, None, dry_run=True, will_vacuum=vacuum)
     else:
@@ -322,27 +244,12 @@ async def prune(db: Database, settings: Settings, *, keep_days: int | None = Non
                 # reused once deleted) keeps its folder: it is the new session's
                 taken = await retention.existing_sessions(db, deleted)
                 gone = [i for i in deleted if i not in taken]
-                await asyncio.to_thread(_remove_folders, root, gone, report["folders"], dry_run=False)
+                await asyncio.to_thread(remove_folders, root, gone, report["folders"], dry_run=False)
             await asyncio.sleep(PAUSE)
         report["deleted"]["maintenance_windows"] = await retention.delete_maintenance_windows(db, cutoff)
         report["space"] = await _reclaim(db, before, full=vacuum)
     report["seconds"] = round(time.monotonic() - started, 3)
     return report
-
-
-async def _sweep_cli_files(db: Database, settings: Settings, *, dry_run: bool) -> TranscriptReport:
-    """Remove the claude CLI's files no running session can resume (``cli_transcripts.sweep``)."""
-    looked = time.time()  # before the rows are read: a session started after this is newer
-    running = await retention.running_clis(db)
-    state = settings.state_dir.resolve()
-    cwds = [cwd for r in running for cwd in (r.cwd, str(state / "sessions" / str(r.id))) if cwd]
-    newest = max((parse_stamp(r.started_at).timestamp() for r in running), default=looked)
-    swept = await asyncio.to_thread(cli_transcripts.sweep, state / "home", running_cwds=cwds,
-                                    running_ids=[r.session_id for r in running if r.session_id],
-                                    before=min(looked, newest), dry_run=dry_run)
-    for error in swept.errors:
-        log.warning("prune: the claude CLI's file not removed: %s", error)
-    return {"removed": swept.removed, "bytes": swept.bytes, "errors": swept.errors}
 
 
 async def _delete_batch(db: Database, batch: list[Unit], cutoff: str, report: PruneReport,
@@ -411,7 +318,7 @@ def _space(before: SpaceInfo, after_delete: SpaceInfo, final: SpaceInfo, ran: st
     }
 
 
-_NONE_NOTE = ("this database was created before incremental auto-vacuum (issue #10): its free pages are reused "
+_NONE_NOTE = ("this database was created before incremental auto-vacuum: its free pages are reused "
               "by new rows, but the file does not shrink. To shrink it, stop the server and run "
               "`tierops prune --vacuum` (a full VACUUM: blocks every write while it runs and needs free disk "
               "space about the size of the database; later prunes then give space back by themselves)")

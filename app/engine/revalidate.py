@@ -1,10 +1,10 @@
-"""``tierops revalidate``: would stored outputs pass a schema now? Changes nothing (issue #11).
+"""``tierops revalidate``: would stored outputs pass a schema now? Changes nothing.
 
 Why: a schema is tightened, or a validator bug fixed, and the operator wants to know which past
 sessions' answers would now be refused — before switching the runs over. Each session's output
 (the accepted one, or the rejected one kept verbatim) is checked against the schema given, or,
 without one, against the exact schema that session ran with (``sessions.output_schema``; the
-bundled agent-response schema for sessions recorded before issue #11).
+bundled agent-response schema for sessions recorded before output contracts, which have none).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _decoded(text: str | None) -> Any:
 
 def _own(schema: Any, cache: dict[str, OutputValidator], default: OutputValidator) -> OutputValidator:
     if not isinstance(schema, dict):
-        return default  # recorded before issue #11: the bundled agent-response schema
+        return default  # recorded before output contracts: the bundled agent-response schema
     key = schema_sha256(schema)
     if key not in cache:
         try:

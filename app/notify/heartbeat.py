@@ -1,4 +1,4 @@
-"""The dead-man heartbeat (issue #13): an outside service hears from every cycle, so a monitor
+"""The dead-man heartbeat: an outside service hears from every cycle, so a monitor
 that stopped — crashed, hung, its host gone — is noticed by something that is not itself.
 
 Convention of healthchecks.io (and Uptime Kuma's push monitors, Cronitor, …): ``GET URL/start``

@@ -1,26 +1,18 @@
 """What each state change says to a person: one :class:`Notice` per thing worth a message.
 
 Why a module of its own: the sender (``sender.py``) does not know what an incident or a chain is,
-and the chain should not format messages. The rules an on-call engineer relies on live here:
-
-* **One message per incident state change** — opened (or reopened: the same key resolved less
-  than ``TIEROPS_FLAP_WINDOW`` ago), worsened, resolved, and "still failing" when a maintenance
-  window that held it ends — at the incident's own severity. What TierOps did about it (escalated,
-  waiting for an approval, not escalated and why a human must look) is a line of that message,
-  never a second message.
-* **Titles name the service and the check or alert**: ``api: api-health failing``,
-  ``payments: HighLatency (alertmanager)``; a message about no service names ``tierops``. The
-  sender puts the severity in front (``[CRITICAL] …``); a resolution carries ``[RESOLVED]``.
-* **Follow-ups follow**: a resolution, the outcome of an investigation and an expired approval
-  name the incidents they follow (:attr:`Notice.follows`), and the sender sends them wherever the
-  incident's opening went, whatever the minimum severity (Alertmanager's ``send_resolved``).
-* **The outcome of an investigation** carries the last tier's summary, what it found, what it
-  did and what it proposes, whether it waits for an approval or a human, and what is still open.
-* Held messages (maintenance window, silenced key, flapping already told) are recorded with why
-  (:attr:`Notice.suppress`), never sent.
+and the chain should not format messages. The rules an on-call engineer relies on live here: one
+message per incident state change (opened or reopened, worsened, resolved, "still failing" when a
+maintenance window that held it ends) at the incident's own severity, with what TierOps did about
+it as a line of that message, never a second message; titles that name the service and the check
+or alert (``api: api-health failing``); follow-ups (a resolution, an investigation's outcome, an
+expired approval) that name the incidents they follow (:attr:`Notice.follows`), so the sender
+sends them wherever the opening went; held messages (maintenance, silenced, flapping already told)
+recorded with why (:attr:`Notice.suppress`), never sent.
 
 Each notice has a ``dedup_key`` naming the state change (``incident:7:opened``), so a repeated
-call sends nothing twice, across restarts and processes.
+call sends nothing twice, across restarts and processes. The rules in full: ARCHITECTURE.md,
+"Notifications".
 """
 
 from __future__ import annotations

@@ -3,26 +3,15 @@
 Why a module of its own: "critical to the pager, warnings to the team chat, the database team
 hears about the database" is the first thing an on-call team configures, and it must be decided in
 one place that the sender, ``tierops notify preview`` and the notifications page all ask. The shape
-is Alertmanager's routing tree flattened to one ordered list, the fan-out is Apprise's tags:
+is Alertmanager's routing tree flattened to one ordered list (first match takes the message,
+``continue: true`` lets the next matching one take it too), the fan-out is Apprise's tags; a
+message no route matches goes to the URLs without a tag (the ``default`` route).
 
-* A route has a ``name``, a ``match`` (any of ``severity``, ``service``, ``check``, ``source``;
-  each one value or a list; services and checks are shell-style patterns, ``db-*``), a ``to``
-  (Apprise tags, ``all`` for every URL, or Apprise URLs) and ``continue`` (default false).
-* Routes are tried in order; the first that matches takes the message. With ``continue: true``
-  the next matching route takes it as well (Alertmanager's ``continue``).
-* A message no route matches goes to the URLs that carry no tag: the ``default`` route. With no
-  routes configured at all, ``default`` is every URL.
-* ``to: []`` is a route that sends nowhere: what it matches is recorded, not sent ("dropped by
-  route NAME").
-
-Tags are given where the URLs are, in Apprise's own text-config form ``TAG[,TAG]=URL``
-(``pager=pagerduty://…``) in ``TIEROPS_NOTIFY_URLS``, so the routes themselves need not hold a
-secret. URLs written into a route are accepted too (``to: ["json://…"]``); they are masked and
-never stored like the others: a stored message names its routes, not its URLs.
-
-Routes come from ``TIEROPS_NOTIFY_ROUTES`` (YAML or JSON text) or, when that is unset, from the
-``notify: {routes: [...]}`` section of the checks file; both are parsed here, every problem reported
-with its path.
+What it deliberately does: tags are given where the URLs are (``pager=pagerduty://…`` in
+``TIEROPS_NOTIFY_URLS``), so the routes need not hold a secret; URLs written into a route are
+masked and never stored: a stored message names its routes, not its URLs. Routes come from
+``TIEROPS_NOTIFY_ROUTES`` (YAML or JSON) or else the checks file's ``notify: {routes: [...]}``,
+every problem reported with its path. The rules in full: ARCHITECTURE.md, "Notifications".
 """
 
 from __future__ import annotations

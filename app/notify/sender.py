@@ -1,33 +1,20 @@
 """The sender: records every message, then sends it through Apprise without ever holding up a cycle.
 
-What it does differently from "call Apprise where something happens":
-
-* **Recorded first, sent later.** :meth:`Notifier.post` decides the message's fate
-  (``policy.decide``: held, below the minimum severity, quiet hours, which routes), writes one
-  ``notifications`` row and wakes a background sender; it never raises and never waits on the
-  network. A message still pending when the process stops goes out at the next start.
-* **Once per state change.** Each message carries a ``dedup_key`` (``incident:12:opened``); the
-  store's unique key makes a second post a no-op, across restarts and processes.
-* **Critical first, never held.** A critical message cuts the gathering pause short, and each
-  wake-up sends critical messages before anything else, one by one, whatever the per-minute
-  allowance: a page never waits behind warnings. Only lower
-  severities are rate-limited: at most ``TIEROPS_NOTIFY_DIGEST_AFTER`` go out one by one within a
-  minute; more waiting at once (a burst: the sender waits :data:`GATHER` s after a wake-up so one
-  cycle's messages arrive together), or more than the minute allows, go out as ONE digest per set
-  of URLs (their rows become ``digested``, "sent in digest #N"); a message over the allowance waits
-  at most until the minute's oldest send is a minute old.
-* **Routes.** A message goes to the URLs of the routes it was given when recorded (names, resolved
-  against the routes in force when it is sent: ``routes.py``).
-* **Retries.** A send that fails is tried again after 1, 4 and 16 s (:data:`RETRY_DELAYS`,
-  injectable), other messages going out meanwhile; then the row is ``failed`` with the error.
-  A retry goes only to the URLs that have not accepted the message yet.
-* **Secrets.** URLs are never stored, shown or logged (``urls.py``).
-* **No storage, still a message.** When the row cannot be written (the database is what broke),
-  the message is kept in memory and sent anyway (bounded; tried like any other).
+What it does differently from "call Apprise where something happens": :meth:`Notifier.post`
+decides the message's fate (``policy.decide``), writes one ``notifications`` row and wakes a
+background sender; it never raises and never waits on the network, and a message still pending
+when the process stops goes out at the next start. Each message carries a ``dedup_key``, so a
+second post is a no-op. Critical messages are never held: they cut the gathering pause short and
+go out first, one by one, whatever the per-minute allowance; only lower severities are
+rate-limited, a burst going out as ONE digest per set of URLs. A failed send is retried after 1, 4
+and 16 s (:data:`RETRY_DELAYS`) to the URLs that have not accepted it yet, then the row is
+``failed``. URLs are never stored, shown or logged (``urls.py``). When the row cannot be written
+(the database is what broke) the message is kept in memory and sent anyway (bounded).
 
 A message's title leads with its severity (``[CRITICAL] api: api-health failing``, added here);
 its body is what ``messages.py`` wrote, then the dashboard link (``TIEROPS_PUBLIC_URL`` + the
-message's path; no link without a public URL).
+message's path; no link without a public URL). The rules in full: ARCHITECTURE.md,
+"Notifications".
 """
 
 from __future__ import annotations

@@ -8,13 +8,16 @@ coerce ``"true"`` to a boolean or ``1`` to a string, so neither may the models.
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+log = logging.getLogger(__name__)
+
 Level = Literal["info", "warning", "critical"]
 ServiceStatus = Literal["healthy", "degraded", "down", "unreachable"]
-ActionResult = Literal["done", "failed", "proposed", "dry-run"]  # issue #13: done/failed count against cooldowns
+ActionResult = Literal["done", "failed", "proposed", "dry-run"]  # done/failed count against cooldowns
 
 
 class _Model(BaseModel):
@@ -26,7 +29,7 @@ class Event(_Model):
     level: Level
     service: str | None = None
     message: str = Field(min_length=1)
-    key: str | None = Field(None, min_length=1, max_length=200)  # issue #12: the incident it belongs to
+    key: str | None = Field(None, min_length=1, max_length=200)  # the incident it belongs to
 
 
 class Memory(_Model):
@@ -45,13 +48,13 @@ class ServiceCheck(_Model):
     name: str = Field(min_length=1)
     status: ServiceStatus
     detail: str | None = None
-    check: str | None = None  # issue #12: an inventory check (the probe sets these three)
+    check: str | None = None  # an inventory check (tier 0's probe sets these three)
     service: str | None = None
     latency_ms: float | None = None
 
 
 class Action(_Model):
-    """An action taken or proposed (issue #13): restart, redeploy, config-change, cleanup …"""
+    """An action taken or proposed: restart, redeploy, config-change, cleanup …"""
 
     kind: str = Field(min_length=1)
     service: str | None = None

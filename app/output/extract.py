@@ -1,76 +1,35 @@
-"""Finding the JSON answer in an agent's final text (issue #11: ``prompted`` mode, and text answers
-in ``native`` mode).
+"""Finding the JSON answer in an agent's final text: ``prompted`` mode, and text answers in
+``native`` mode.
 
-Why: in ``prompted`` mode (backends or CLI versions without ``--json-schema``, or chosen per run)
-there is no StructuredOutput tool; the schema goes into the prompt (:func:`format_section`) and
-the answer is the model's final text. In ``native`` mode the CLI itself does not look at text: a
-model that answers in text twice ends the run ``success`` without ``structured_output``
-(reference §5.4, ``d_text_only``), and after ``--resume`` without the schema the tool is gone
-altogether (§5.5, ``e_resume_without_schema``). A valid JSON answer given as text is then taken
-(source ``extracted``, degraded) before a resume is spent. Both need one rule for "where is the
-JSON in this text", and it must never guess.
+Why: in ``prompted`` mode there is no StructuredOutput tool; the schema goes into the prompt
+(:func:`format_section`) and the answer is the model's final text. In ``native`` mode the CLI
+itself does not look at text (a model that answers in text twice ends the run ``success`` without
+``structured_output``, reference §5.4), so a valid JSON answer given as text is taken (source
+``extracted``, degraded) before a resume is spent. Both need one rule for "where is the JSON in
+this text", and it must never guess.
 
-Rules of :func:`extract_json`, in order (the first that decides wins):
-
-1. **whole** — the text, stripped, is one JSON object or array.
-2. **fenced** — exactly one Markdown code fence (```` ```json ```` or a bare ```` ``` ````, also
-   ``~~~``) whose content is a JSON object or array. Two or more that differ are an error; a
-   ```` ```json ```` fence whose content does not parse is an error (it is plainly the answer),
-   alone or beside a good one. Fences of other languages, and bare fences holding no JSON (shell
-   output), are not candidates.
-3. **balanced** — a scanner walks the text. Outside JSON it looks for an opener that can start
-   JSON: ``{`` followed by ``"`` or ``}``, ``[`` followed by a JSON value; so prose such as
-   ``{placeholder}`` or ``[see above]`` is never taken for JSON. From such an opener the value is
-   decoded in C (``json.JSONDecoder.raw_decode``, which follows strings and escapes exactly);
-   when that fails, a small state machine (regular expressions only find the next bracket or
-   whole string token; ``"}"`` and ``"\\"}"`` close nothing) follows nested brackets to the
-   matching closer, so the broken span is known and scanning goes on after it. Objects are the
-   candidates; arrays only when the text holds no object.
-
-   * Exactly one candidate value → taken. **Identical repeats count as one** (equal after
-     canonical JSON, so key order does not matter and ``1`` is not ``true``): a model that
-     restates its answer is not ambiguous, and nothing is guessed. ``candidates`` still counts
-     every occurrence. The same holds for fences in rule 2.
-   * Several different candidates, or a candidate that does not parse next to others → error
-     naming the count: never a guess.
-   * A lone candidate that does not parse (``{"a": 1,}``, ``NaN``, mismatched brackets) → error
-     with the JSON decoder's message.
-   * A JSON-looking opener still open at the end of the text → error "looks cut off" (output
-     truncated mid-answer), even when an earlier or inner part is balanced: the inner object of a
-     truncated answer is a fragment, not the answer. (Prose like ``[1) see {"a": 1}`` is also
-     refused this way; refusing costs a resume, guessing could route a wrong report.)
-
-``strict=True`` accepts only rule 1: a fence or any text around the JSON is an error saying what
-was found. Only objects and arrays count as JSON answers: a bare ``"text"``, ``42`` or ``null`` is
-not one (and ``value`` None always means "no answer").
-
-Limits (hostile or runaway output):
-
-* texts longer than :data:`MAX_TEXT_CHARS` (1,000,000) characters are refused at once, before
-  any scanning. No real answer comes near it: one assistant message is at most ``max_tokens``
-  64000 tokens (reference §7), some 256,000 characters;
-* JSON nested deeper than :data:`MAX_DEPTH` (64, the depth ``app.stream.parser.json_safe`` keeps)
-  ends the extraction with an error, as soon as the scanner sees it;
-* more than :data:`MAX_CANDIDATES` (1,000) JSON values in one text end it too.
-
-Every stage is linear: the whole text is decoded at most once, fences are disjoint, balanced
-spans are disjoint and each is decoded once and walked at most once. A 1 MB text built to be the
-worst case (a broken array of 333,000 objects) takes about 0.4 s on one core; a typical answer
-well under a millisecond; a 10 MB text is refused in O(1). The tests assert the caps, not times.
+:func:`extract_json` tries, in order, the **whole** text, exactly one Markdown **fenced** block,
+then one **balanced** JSON value found by a linear scanner; identical repeats count as one,
+different candidates or a value cut off at the end are errors, never a guess. ``strict=True``
+accepts the whole text only. The work is bounded: :data:`MAX_TEXT_CHARS`, :data:`MAX_DEPTH`,
+:data:`MAX_CANDIDATES`. The rules in full, and why: ARCHITECTURE.md, "The answer in text".
 
 The extracted ``value`` is the decoded JSON as is; like ``structured_output``, the caller passes it
-through ``parser.json_safe`` before storing it.
+through ``values.json_safe`` before storing it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.stream.parser import MAX_DEPTH, as_text
+from app.stream.values import MAX_DEPTH, as_text
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -85,7 +44,7 @@ __all__ = [
 
 How = Literal["whole", "fenced", "balanced"]
 
-# Issue #11: bounded work on hostile input. A real report is a few kB; the cap leaves a wide margin.
+# Bounded work on hostile input. A real report is a few kB; the cap leaves a wide margin.
 MAX_TEXT_CHARS = 1_000_000
 ERROR_DETAIL_MAX = 200  # characters of a JSON decoder message quoted in an error
 MAX_CANDIDATES = 1_000  # JSON values in one text before the scan gives up (one is the answer)
@@ -241,7 +200,7 @@ def _from_fences(text: str) -> Extraction | None:
         return None
     if total == 1:
         return _fail(f"the ```json block is not valid: {broken[0]}", 1)
-    # Issue #11: competing blocks (different, or a broken ```json block beside a good one) are an
+    # Competing blocks (different, or a broken ```json block beside a good one) are an
     # error, never a guess.
     detail = f" ({len(broken)} not valid)" if broken else ""
     return _fail(f"{total} fenced JSON blocks{detail}; answer with exactly one", total)
@@ -333,7 +292,7 @@ def _from_spans(text: str) -> Extraction:
     """Rule 3."""
     scan = _scan(text)
     if scan.stop is not None:
-        # Issue #11: a truncated answer's inner objects are fragments, never the answer.
+        # A truncated answer's inner objects are fragments, never the answer.
         return _fail(scan.stop, len(scan.spans) + 1)
     pool = [s for s in scan.spans if s.kind == "{"] or scan.spans
     if not pool:
@@ -370,7 +329,7 @@ def extract_json(text: str, *, strict: bool = False) -> Extraction:
     lenient = fenced if fenced is not None else _from_spans(stripped)
     if not strict or not lenient.ok:
         return lenient
-    # Issue #11: strict refuses any text around the JSON, fences included.
+    # Strict refuses any text around the JSON, fences included.
     found = "inside a code fence" if lenient.how == "fenced" else "with other text around it"
     return _fail(f"strict mode: the answer must be the JSON object alone, but it came {found}",
                  lenient.candidates)
@@ -386,7 +345,7 @@ def _fence_for(body: str) -> str:
 
 
 def format_section(schema: Mapping[str, Any], *, strict: bool = False) -> str:
-    """The "Required output format" section of a prompted-mode prompt (issue #11): the schema,
+    """The "Required output format" section of a prompted-mode prompt: the schema,
     pretty-printed in a ```json fence, and the rules :func:`extract_json` applies."""
     body = json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=False)
     fence = _fence_for(body)

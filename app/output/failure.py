@@ -1,4 +1,4 @@
-"""The failure record of output enforcement after its last attempt (issue #11).
+"""The failure record of output enforcement after its last attempt.
 
 Why: when neither the CLI's own retries (reference §5.3, ``error_max_structured_output_retries``)
 nor TierOps' resumes produced valid output, the session's result must say so in one fixed shape
@@ -14,11 +14,14 @@ The per-attempt detail lives in ``output_attempts``; this is the summary.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from app.output.validate import ValidationIssue
-from app.stream.parser import as_text, json_safe
+from app.stream.values import as_text, json_safe
+
+log = logging.getLogger(__name__)
 
 __all__ = ["OUTPUT_SCHEMA_VALIDATION_FAILED", "validation_failure"]
 
@@ -34,9 +37,9 @@ def _issue(error: Mapping[str, Any] | ValidationIssue) -> dict[str, str]:
 
 def validation_failure(errors: Iterable[Mapping[str, Any] | ValidationIssue], last_output: Any,
                        attempts: int) -> dict[str, Any]:
-    """Exactly ``{type, validation_errors, last_output, attempts}`` (issue #11). ``errors`` are the
+    """Exactly ``{type, validation_errors, last_output, attempts}``. ``errors`` are the
     last attempt's (``{path, message}`` dicts or :class:`ValidationIssue`); ``last_output`` goes
-    through ``parser.json_safe`` so the record is storable JSON; ``attempts`` counts every attempt."""
+    through ``values.json_safe`` so the record is storable JSON; ``attempts`` counts every attempt."""
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"attempts must be a positive integer, got {attempts!r}")
     return {

@@ -10,42 +10,27 @@ session's working directory unless the configured path is absolute. Accepted sha
      "services_affected": ["nginx"],
      "check_results": [{"name": "nginx_http", "status": "fail", "detail": "502"}]}
 
-The Go original's shape (issue #11) is mapped onto the same escalation as TierOps' own:
-
-* **needed**: an explicit ``needed``/``escalate`` boolean wins; otherwise a ``recommended_tier``
-  (a tier number, ``2``, ``"2"`` or ``"tier 2"``) means "escalate", and ``null`` or ``0`` means
-  "do not". TierOps still goes up one tier at a time (the supervisor's rule); the recommended
-  tier is carried to the next tier in the escalation context (``app/output/route.py``).
-* **reason** and **context** as written.
-* **services**: ``services_affected`` (a list, or one name) — carried in the context.
-* **check results**: ``check_results`` as a list of objects (name from ``name``/``check``/
-  ``service``, status from ``status``/``result``/``state``, detail from ``detail``/``output``/
-  ``message``/``error``) or as an object of name → status (or name → such an object). They are
-  stored as the session's service checks, so the next tier sees them like a structured report's
-  ``services_checked``. Statuses are mapped to TierOps' words where they clearly mean one
-  (``ok``/``pass`` → healthy, ``warn`` → degraded, ``fail``/``error``/``critical`` → down,
-  ``timeout`` → unreachable) and kept as written otherwise. Every check that is not healthy is a
-  failed check, added to any explicit ``failed_checks``.
-* ``schema_version`` is kept, not judged: TierOps knows only the one shape above.
-
-The Go tool's other fields are not mapped; they are kept with the whole file in the session's
-``handoff_raw``. A file that is not JSON, not an object, or says neither whether to escalate nor
-which tier to escalate to is a problem, never guessed at. A check result that cannot be read is
-left out and named in :attr:`Handoff.problems` while the rest of the file is used. The file is
-written by the agent, so any field may hold any JSON value (issue #9 §1): values become storable
-text (``as_text``), and a document nested too deeply to decode is a problem like invalid JSON.
+The Go original's shape maps onto the same escalation as TierOps' own (how: ARCHITECTURE.md, "The
+legacy path"); its other fields are kept only with the whole file in ``handoff_raw``. A file that
+is not JSON, not an object, or says neither whether to escalate nor which tier to escalate to is a
+problem, never guessed at; a check result that cannot be read is left out and named in
+:attr:`Handoff.problems`. The agent writes the file, so any field may hold any JSON value: values
+become storable text (``as_text``), and a document nested too deeply is a problem like invalid JSON.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.stream.parser import as_text, clean_text
+from app.stream.values import as_text, clean_text
 from app.vocab import ServiceStatus
+
+log = logging.getLogger(__name__)
 
 MAX_HANDOFF_BYTES = 1024 * 1024
 GO_KEYS = ("schema_version", "recommended_tier", "services_affected", "check_results")
@@ -70,7 +55,7 @@ class Handoff:
     failed_checks: list[str] = field(default_factory=list)
     path: str = ""
     raw: str = ""
-    shape: str = "tierops"  # tierops | go (issue #11: the Go original's keys were present)
+    shape: str = "tierops"  # tierops | go (the Go original's keys were present)
     recommended_tier: int | None = None
     services: list[str] = field(default_factory=list)
     checks: list[tuple[str, str, str | None]] = field(default_factory=list)  # name, status, detail
@@ -160,7 +145,7 @@ def parse_handoff(raw: str, path: str = "handoff.json") -> Handoff:
         if not tier_usable:
             what = " nor a usable 'recommended_tier'" if go else ""
             raise HandoffError(f"{path} has no boolean 'needed' (or 'escalate') field{what}")
-        # The Go original (issue #11): a recommended tier asks for escalation; null or 0 does not.
+        # The Go original: a recommended tier asks for escalation; null or 0 does not.
         needed = tier is not None and tier > 0
     checks, check_problems = _checks(data["check_results"], path) if data.get("check_results") is not None else ([], [])
     problems += check_problems

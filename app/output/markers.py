@@ -6,34 +6,13 @@ Formats (from the Go tool TierOps replaces)::
     [MEMORY:category[:service]] observation
     [COOLDOWN:restart|redeployment:service] success|failure — note
 
-What is kept from the Go original (issue #11, "the legacy path, faithful"):
-
-* **Levels** map as the Go original's ``normalizeEventLevel`` does (joestump/claude-ops,
-  ``internal/session/manager.go``), case-insensitive: ``warning``/``warn``/``degraded`` → warning;
-  ``critical``/``error``/``err``/``fatal``/``failure``/``failed`` → critical; *anything else* →
-  info (``info``, and the agent's own words: ``success``, ``ok``, ``healthy``, ``debug``,
-  ``urgent``, ``P1``…). Levels the Go switch names (and ``info``) are stored without a flag; any
-  other is also *kept as written* in ``original_level`` — that column being set is the flag ("this
-  level was not one of the named ones"), so ``[EVENT:urgent]`` stored as info still shows what the
-  model wrote.
-* **Names** run to the closing bracket, as in the Go original: a service may contain hyphens,
-  dots, spaces, slashes, ``@`` and colons (``[EVENT:critical:payments api v2]``,
-  ``[COOLDOWN:restart:web-1.example.com:8080]``); only ``[``, ``]`` and line breaks end it. A
-  memory's category is everything before the next colon (spaces allowed too). Whitespace runs
-  are collapsed and the ends stripped, so ``payments  api`` and ``payments api`` are one service.
-  The level may be written with spaces around it (``[EVENT: error :db]``).
-* **A marker repeated later in the same session is one finding.** Models restate their findings
-  (the CLI's "call StructuredOutput now" nudge makes them repeat the last message, see the
-  ``d_text_only`` capture), and the Go tool kept one event per distinct marker. The key is the
-  content as stored: an event's (level, service, message), a memory's (category, service,
-  value), a cooldown's (action, service, outcome, note), with whitespace collapsed; the first
-  occurrence is kept, in order.
-
-Deliberate divergences from the original:
-
-* Markers inside fenced code blocks (```` ``` ```` / ``~~~``) and inline code spans are examples,
-  not findings, and are skipped. Tool results are never scanned (the caller passes only
-  assistant text blocks).
+Faithful to the Go original (ARCHITECTURE.md, "The legacy path"): levels map as its
+``normalizeEventLevel`` does, and a level it does not name is also kept as written in
+``original_level``; names run to the closing bracket (only ``[``, ``]`` and line breaks end them),
+whitespace collapsed; a marker repeated later in the same session is one finding, keyed by its
+content as stored, the first occurrence kept. Deliberately unlike it: markers inside fenced code
+blocks and inline code spans are examples, not findings, and tool results are never scanned (the
+caller passes only assistant text blocks).
 
 Extraction is incremental (one text block at a time) so memory grows with the number of distinct
 markers, not with the length of the transcript.
@@ -41,8 +20,11 @@ markers, not with the length of the transcript.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
 
 KNOWN_LEVELS = ("info", "warning", "critical")
 # The levels the Go original's normalizeEventLevel names, and their severity there; with "info".
@@ -60,7 +42,7 @@ GO_LEVELS = {
 }
 UNKNOWN_LEVEL = "info"  # the Go original's default case; original_level keeps the text as written
 
-# Up to the closing bracket (issue #11): anything but brackets and line breaks.
+# Up to the closing bracket, as in the Go original: anything but brackets and line breaks.
 _NAME = r"[^\[\]\r\n]+"
 _EVENT = re.compile(rf"\[EVENT:\s*(?P<level>[^:\[\]\s]+)\s*(?::(?P<service>{_NAME}))?\]\s*(?P<msg>.*)")
 _MEMORY = re.compile(rf"\[MEMORY:(?P<category>[^:\[\]\r\n]+)(?::(?P<service>{_NAME}))?\]\s*(?P<msg>.*)")
@@ -123,7 +105,7 @@ class MarkerSet:
     events: list[MarkerEvent] = field(default_factory=list)
     memories: list[MarkerMemory] = field(default_factory=list)
     cooldowns: list[MarkerCooldown] = field(default_factory=list)
-    # Content keys already taken (issue #11: a marker repeated later in the session is one finding).
+    # Content keys already taken (a marker repeated later in the session is one finding).
     _seen: set[tuple[str, ...]] = field(default_factory=set, repr=False, compare=False)
 
     def __bool__(self) -> bool:

@@ -8,26 +8,26 @@
   and the caller marks the session degraded when its data did not come from valid output.
 * The reason is stored text: values quoted from the stream are shown with ``as_text`` (any JSON
   value, capped, no lone surrogate), so a hostile ``api_retry`` line cannot break the final write.
-* ``error_max_budget_usd`` (issue #13): the pinned CLI checks ``--max-budget-usd`` after each API
-  response and, once its spend reached the amount, stops at once — a tool call the model just made
-  is not run — with ``is_error: true``, ``errors: ["Reached maximum budget ($X)"]``, no ``result``
-  and no ``terminal_reason``, exit code 1 (``tests/realcli/test_budget.py``, fixture
-  ``o_max_budget_usd``). The spend overshoots the amount by up to one response. Such a run is
-  ``failed`` with "budget exceeded: $spent of $limit (SETTING)"; it is not an API failure.
+* ``error_max_budget_usd``: a run the CLI stopped at ``--max-budget-usd`` is ``failed`` with
+  "budget exceeded: $spent of $limit (SETTING)", not an API failure (how the pinned CLI stops:
+  ARCHITECTURE.md, "Outcomes and routing"; fixture ``o_max_budget_usd``).
 * Rejected credentials (:func:`credentials_rejected`): the pinned CLI retries an HTTP 401 like a
-  5xx — about three minutes of ``system/api_retry`` lines with ``error_status: 401`` and ``error:
-  "authentication_failed"`` before its result (reference §6, fixture ``f_api_401``). The first
-  such line (or a result with ``api_error_status`` 401/403) already says everything: the
-  supervisor stops the CLI there and fails the session with :meth:`CredentialsRejected.reason`.
+  5xx, for minutes (reference §6, fixture ``f_api_401``); the first such ``api_retry`` line (or a
+  result with ``api_error_status`` 401/403) already says everything, so the supervisor stops the
+  CLI there and fails the session with :meth:`CredentialsRejected.reason`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.stream.parser import ResultLine, as_text
+from app.stream.parser import ResultLine
+from app.stream.values import as_text
+
+log = logging.getLogger(__name__)
 
 FAILURE_SUBTYPES = {
     "error_max_turns": "the CLI stopped at --max-turns",

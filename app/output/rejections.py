@@ -1,35 +1,18 @@
-"""The CLI's own rejections of StructuredOutput calls, and a JSON answer given as text (issue #11).
+"""The CLI's own rejections of StructuredOutput calls, and a JSON answer given as text.
 
-Why: "every attempt counts" (issue #11). With ``--json-schema`` the CLI validates the
-StructuredOutput tool input itself (Ajv, all errors) and, when it does not match, hands the error
-back to the model as a failed tool result and lets it try again, up to
-``MAX_STRUCTURED_OUTPUT_RETRIES`` (default 5) times before ending
-``error_max_structured_output_retries`` (reference §5.3). Those retries never reach TierOps'
-validator, and the ``result`` line only says how many there were. The rejected outputs and their
-errors are only in the stream, so ``output_attempts`` is built from it.
-
-The shape, as printed by CLI 2.1.197 (``d_invalid_structured``, ``d_invalid_max_retries_2``,
-``d_invalid_then_valid``):
-
-* an ``assistant`` line whose one content block is
-  ``{"type":"tool_use","id":"toolu_…","name":"StructuredOutput","input":{…}}``;
-* then a ``user`` line with ``{"type":"tool_result","tool_use_id":"toolu_…","is_error":true,
-  "content":"Output does not match required schema: /events/0/level: must be equal to one of the
-  allowed values"}`` (Ajv's ``<instancePath or "root">: <message>``, comma-joined) and
-  ``tool_use_result`` ``"Error: Output does not match required schema: …"``.
-* An accepted call gets ``content`` ``"Structured output provided successfully"`` and **no**
-  ``is_error`` key (§4.3).
-* After ``--resume`` without ``--json-schema`` the tool is gone, and a call is refused with
-  ``"<tool_use_error>Error: No such tool available: StructuredOutput</tool_use_error>"``
-  (§5.5, ``e_resume_without_schema``): also a rejected output attempt, of kind ``unavailable``.
-
-Only the main agent counts: lines with a ``parent_tool_use_id`` belong to a subagent.
+Why: every attempt counts. With ``--json-schema`` the CLI validates the StructuredOutput tool
+input itself and, when it does not match, hands the error back to the model as a failed tool
+result and lets it try again (up to ``MAX_STRUCTURED_OUTPUT_RETRIES``, then
+``error_max_structured_output_retries``, reference §5.3). Those retries never reach TierOps'
+validator and the ``result`` line only counts them, so ``output_attempts`` is built from the
+stream: a ``StructuredOutput`` ``tool_use`` answered by a ``tool_result`` with ``is_error`` (or,
+after ``--resume`` without the schema, "No such tool available": kind ``unavailable``). Only the
+main agent counts: lines with a ``parent_tool_use_id`` belong to a subagent. The shapes, as CLI
+2.1.197 prints them: ARCHITECTURE.md, "The CLI's own rejections".
 
 :class:`FinalText` follows the other way a model answers without the tool: text in its last
-message (reference §5.4, ``d_text_only``). The final turn is the assistant message (one
-``message.id``; the CLI prints one line per content block, §4.2) after the last ``user`` line; it
-is an answer only when it holds no tool call. :meth:`FinalText.answer` runs
-:func:`app.output.extract.extract_json` on it.
+message (one ``message.id`` after the last ``user`` line) holding no tool call;
+:meth:`FinalText.answer` runs :func:`app.output.extract.extract_json` on it.
 
 Both classes are fed one parsed line at a time, as the recorder sees them; :func:`find_rejections`
 and :func:`text_answer` run them over a whole list. ``seq`` is the line's number in the session as
@@ -39,6 +22,7 @@ classes count the lines they are fed the same way.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -52,10 +36,10 @@ from app.stream.parser import (
     ParsedLine,
     SystemLine,
     UserLine,
-    as_text,
-    clean_text,
-    json_safe,
 )
+from app.stream.values import as_text, clean_text, json_safe
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "STRUCTURED_OUTPUT_TOOL",
@@ -85,11 +69,11 @@ _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")
 
 @dataclass(frozen=True)
 class CliRejection:
-    """One StructuredOutput call the CLI refused (issue #11: an output attempt of origin
+    """One StructuredOutput call the CLI refused (every attempt counts: an output attempt of origin
     ``cli_rejected``)."""
 
     tool_use_id: str
-    input: Any  # the rejected output, via parser.json_safe (storable as is)
+    input: Any  # the rejected output, via values.json_safe (storable as is)
     error_text: str  # the tool_result content, as the CLI wrote it (capped)
     seq: int | None  # the line of the rejecting tool_result
     call_seq: int | None = None  # the line of the tool_use
@@ -203,7 +187,7 @@ class RejectionTracker:
                 if block.get("is_error") is not True:
                     self.accepted.append(clean_text(tool_id))
                     continue
-                # Issue #11: every attempt counts, the CLI's own refusals too (origin cli_rejected).
+                # Every attempt counts, the CLI's own refusals too (origin cli_rejected).
                 text = _content_text(block.get("content"))
                 kind, errors = parse_cli_errors(text)
                 rejection = CliRejection(tool_use_id=clean_text(tool_id), input=json_safe(output),

@@ -8,23 +8,18 @@ writes it, in the session's final transaction.
 Memory keys: ``service:category`` → (service, category); a plain key is a category with no
 service. A memory is the same memory when service, category and value match (whitespace
 collapsed); repeating it reinforces its confidence instead of adding a row. Operators'
-deactivations are left alone. Decay, staleness and contradiction (a new value for the same
-service and category) are the memory lifecycle of ``app/store/memories.py`` (issue #11).
+deactivations are left alone; the rest of the memory lifecycle is ``app/store/memories.py``'s.
 
-An interrupted session (stopped by an operator or a shutdown) is routed without its escalation
-decision (:func:`for_interrupted`): its events and the rest are facts it saw; what it was about to
-decide is not a decision, and nothing may escalate after a stop.
-
-Actions (issue #13): the contract's ``actions`` are routed with their kind lower-cased and their
-service's whitespace collapsed (as markers' names are), so ``Restart`` of ``api `` counts with
-``restart`` of ``api``. All of them go to the ``cooldowns`` table (with the markers'
-``[COOLDOWN:…]``), proposed ones with outcome ``proposed`` (never counted: they were not taken);
-the chain's cooldown guard reads a session's proposals from its structured output
-(:func:`proposed_actions`), exactly as the model handed them on.
+An interrupted session is routed without its escalation decision (:func:`for_interrupted`): what
+it was about to decide is not a decision, and nothing may escalate after a stop. Actions are
+routed with their kind lower-cased and their service's whitespace collapsed (as markers' names
+are); proposed ones go to ``cooldowns`` with outcome ``proposed``, never counted, and the chain's
+cooldown guard reads them from the structured output (:func:`proposed_actions`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -33,6 +28,8 @@ from pydantic import BaseModel, ValidationError
 from app.output.contract import Action, AgentResponse, Escalation, Event, Memory, ServiceCheck
 from app.output.handoff import Handoff
 from app.output.markers import MarkerSet
+
+log = logging.getLogger(__name__)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -96,7 +93,7 @@ def from_structured(resp: AgentResponse) -> Routed:
 
 def handoff_context(handoff: Handoff) -> str | None:
     """The escalation context of a ``handoff.json``: its own context, then what the Go original's
-    shape says beyond TierOps' fields (issue #11) — the recommended tier and the services
+    shape says beyond TierOps' fields — the recommended tier and the services
     affected — so the next tier is told them (``app/supervisor/context.py`` shows the context)."""
     parts = [handoff.context] if handoff.context else []
     if handoff.recommended_tier is not None:
@@ -146,9 +143,10 @@ def for_interrupted(routed: Routed) -> tuple[Routed, list[str]]:
 def from_output(output: Any) -> tuple[Routed, list[str]]:
     """Route a validated structured output, taking what fits the built-in contract.
 
-    An operator schema (``TIEROPS_SCHEMA_FILE``) may be looser than the contract routing needs
-    (issue #9 §2): then each event, memory and service check that fits is routed on its own, and
-    what could not be used is named in the returned notes instead of failing the session."""
+    An operator schema (``TIEROPS_SCHEMA_FILE``) may be looser than the contract routing needs:
+    then each event, memory and service check that fits is routed on its own (one bad item never
+    costs the others), and what could not be used is named in the returned notes instead of
+    failing the session."""
     try:
         return from_structured(AgentResponse.model_validate(output)), []
     except ValidationError:

@@ -1,16 +1,17 @@
-"""The output contract one run asks for: which schema, from where, enforced how (issue #11).
+"""The output contract one run asks for: which schema, from where, enforced how.
 
-Why a value of its own: before issue #11 every session ran against the one agent-response schema
-given to the supervisor at start. Now a run may carry an inline schema or a registry name, and
-the session must record which won (inline > named > the tier's default), the exact schema and
-its hash, and whether its output is *routed* (only the agent-response contract becomes events,
-memories and escalation; any other schema's valid output is just the session's result data).
+Why a value of its own: a run may carry an inline schema or a registry name instead of the one
+agent-response schema given to the supervisor at start, and the session must record which won
+(inline > named > the tier's default), the exact schema and its hash, and whether its output is
+*routed* (only the agent-response contract becomes events, memories and escalation; any other
+schema's valid output is just the session's result data).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -19,13 +20,15 @@ from app.output import preflight
 from app.output.validate import OutputValidator
 from app.paths import DEFAULT_SCHEMA_PATH
 
+log = logging.getLogger(__name__)
+
 __all__ = ["AGENT_RESPONSE_SHA256", "OutputMode", "OutputSpec", "SchemaSource", "canonical_json", "schema_sha256"]
 
 SchemaSource = Literal["inline", "named", "default"]
 OutputMode = Literal["native", "prompted"]
 
 
-# One definition of a schema's canonical text and hash: the preflight's (issue #11).
+# One definition of a schema's canonical text and hash: the preflight's.
 canonical_json = preflight.canonical
 schema_sha256 = preflight.sha256
 

@@ -9,8 +9,8 @@ the ``$.events[0].level`` form (root ``$``) that the recovery prompt and the pag
 The draft comes from the schema's ``$schema`` (Draft 2020-12 when absent; Draft-7 and the others
 jsonschema knows are honoured).
 
-The output may hold any JSON value (issue #9 §1); the engine passes it through
-``parser.json_safe`` first. Validation itself never raises on it either: a document nested beyond
+The output may hold any JSON value (a stream line may hold anything); the engine passes it
+through ``values.json_safe`` first. Validation itself never raises on it either: a document nested beyond
 what the validator can walk is one error at ``$``, and every message is capped text without lone
 surrogates (a message quotes the offending value, which may be megabytes long).
 """
@@ -18,6 +18,7 @@ surrogates (a message quotes the offending value, which may be megabytes long).
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,9 @@ from jsonschema.validators import validator_for
 
 from app.errors import ConfigError
 from app.paths import DEFAULT_SCHEMA_PATH
-from app.stream.parser import as_text
+from app.stream.values import as_text
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_SCHEMA_PATH",

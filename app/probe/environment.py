@@ -9,14 +9,14 @@ of that, so both ends are closed here, and the rules live in one place:
 * :func:`command_environment`, what one command check runs with: ``PATH``, ``HOME``, ``LANG``,
   ``LC_ALL``, ``TZ``, ``serve``'s address (``TIEROPS_SERVE_URL``/``_HOST``/``_PORT``), and the
   variables its own ``env:`` names in the checks file (``env: [PGPASSWORD]``), nothing else;
-* :func:`probe_environment`, what the supervisor starts the probe with (``supervisor/runner.py``):
+* :func:`probe_environment`, what the supervisor starts the probe with (``supervisor/launch.py``):
   what the CLI would get, less every variable of the CLI or of TierOps (below) and
   every secret-named one (:func:`secret_named`) or holding a URL password, with ``HOME`` its own
   (:data:`PROBE_HOME`, next to the CLI's, never the CLI's with its ``.claude`` login and
   transcripts), plus the variables the checks file's command checks name, from the supervisor's
   environment;
 * ``ANTHROPIC_*``, ``CLAUDE_CODE_*`` and ``TIEROPS_*`` are never given to a check, even by name
-  (:func:`app.probe.inventory.refused_name`: the checks file reports such a name at its
+  (:func:`app.probe.inventory_rules.refused_name`: the checks file reports such a name at its
   ``FILE:LINE``; it is checked again here).
 """
 
@@ -28,7 +28,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from app.probe.inventory import InventoryError, load_inventory, refused_name
+from app.probe.inventory import InventoryError, load_inventory
+from app.probe.inventory_rules import refused_name
 from app.probe.variables import SERVE_VARIABLES
 
 log = logging.getLogger(__name__)

@@ -1,31 +1,20 @@
 """``tierops probe``: the checks of an inventory, printed as the claude CLI's stream-json.
 
 Why a module of its own: tier 0 must reach the supervisor through the one path every tier takes
-(spawn, stream, store, validate, route, escalate), so the probe keeps the CLI's contract instead
-of having a path of its own: it takes the same command line (every claude flag, and any flag a
-later CLI adds, is accepted and ignored; only ``--checks FILE`` or ``TIEROPS_CHECKS`` matters;
-stdin is never read) and prints, one JSON object per line, flushed per line:
+(spawn, stream, store, validate, route, escalate), so the probe keeps the CLI's contract: it takes
+the same command line (every claude flag is accepted and ignored; only ``--checks FILE`` or
+``TIEROPS_CHECKS`` matters; stdin is never read) and prints, one JSON object per line, flushed per
+line, ``system/init``, an ``assistant`` ``tool_use`` as each check starts and a ``user``
+``tool_result`` as it ends, then a ``result`` at $0 whose ``structured_output`` is an
+agent-response report (the lines in full: ARCHITECTURE.md, "Tier 0, the probe"). Exit 0, whatever
+the checks found; a check that could not run for lack of file descriptors is the probe's own
+failure, left out of the report's lists and named in its ``error``.
 
-1. ``system/init`` (model ``tierops-probe``, the check kinds as its tools);
-2. per check, as it starts, an ``assistant`` line with one ``tool_use`` (``toolu_probe_<n>``);
-3. per check, as it ends, a ``user`` line with its ``tool_result`` (``is_error`` when failing)
-   and the evidence as ``tool_use_result``;
-4. a ``result`` line, ``total_cost_usd`` 0, whose ``structured_output`` is an agent-response
-   report (schemas/agent-response.json): an event per failing check (keyed ``check:<name>``),
-   every check under ``services_checked``, and an escalation when a warning or critical check
-   fails. Exit 0, whatever the checks found. A check the probe could not run because it ran out
-   of file descriptors is the probe's own failure: left out of both lists (its incident neither
-   opens nor resolves) and named in the report's ``error`` and summary.
-
-At start the probe raises its soft open-files limit to the hard one and runs at most as many
-checks at once as that limit allows (``limits.py``), and becomes a child subreaper so that what a
-command check detaches is killed with it (``reaper.py``); at exit every process a check left is
-killed. It runs with the minimal environment the supervisor gives it (``environment.py``).
-
+At start the probe raises its open-files limit (``limits.py``) and becomes a child subreaper
+(``reaper.py``); it runs with the minimal environment the supervisor gives it (``environment.py``).
 A checks file that cannot be used ends with an ``is_error`` result holding the problems and exit
-1, which the supervisor records as a failed session with that reason. SIGTERM and SIGINT stop the
-probe at once (command checks' process groups are killed first), without a result line: exit
-128 + the signal.
+1. SIGTERM and SIGINT stop the probe at once (command checks' process groups are killed first),
+without a result line: exit 128 + the signal.
 """
 
 from __future__ import annotations
@@ -47,7 +36,8 @@ from app.clock import utcnow
 from app.config import PROBE_MODEL
 from app.probe import reaper
 from app.probe.checks import CheckResult, run_all
-from app.probe.inventory import KINDS, CheckSpec, InventoryError, Problem, load_inventory
+from app.probe.inventory import CheckSpec, InventoryError, load_inventory
+from app.probe.inventory_rules import KINDS, Problem
 from app.probe.limits import concurrency, open_files_limit, raise_open_files
 from app.vocab import Level
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import ssl
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
@@ -21,6 +22,8 @@ from urllib.parse import unquote, urlsplit
 from app import __version__
 from app.probe import net
 from app.probe.targets import quote
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BODY_LIMIT", "HttpError", "HttpResponse", "request"]
 

@@ -1,30 +1,20 @@
 """What command checks leave behind: found, killed and reaped when the check ends, and at exit.
 
-Why a module of its own: a command check's shell leads its own process group, and the group is
-killed when the check ends (``command.py``). What leaves the group is out of that kill's reach —
-``setsid`` (a new session), or a double fork that also leaves the group — and such processes
-outlived their check and the cycle (four processes per cycle accumulated with a check that
-started two helpers). So, on Linux:
+Why a module of its own: a command check's shell leads its own process group, killed when the
+check ends (``command.py``); what leaves the group (``setsid``, a double fork) is out of that
+kill's reach and outlived its check and the cycle. So, on Linux:
 
-* the probe is a child subreaper (:func:`adopt_orphans`, ``PR_SET_CHILD_SUBREAPER``): a check's
-  process whose parent exits is re-parented to the probe's main thread instead of to init, so
-  every escaped process is found among the probe's own children (one read of
-  ``/proc/self/task/<pid>/children``);
-* every process of a check carries its tag (:data:`TAG` in its environment, inherited by every
-  descendant unless it clears its environment); when the check ends — its exit or its timeout —
+* the probe is a child subreaper (:func:`adopt_orphans`): a check's process whose parent exits is
+  re-parented to the probe, so every escaped process is found among the probe's own children;
+* every process of a check carries its tag (:data:`TAG` in its environment); when the check ends,
   :func:`sweep` kills each adopted process carrying the tag, or still in the check's process
-  group, together with everything below it (SIGKILL), and reaps it;
-* when the probe exits, :func:`sweep_all` kills every descendant still alive, tagged or not, and
-  reaps what was adopted.
+  group, with everything below it (SIGKILL), and reaps it;
+* when the probe exits, :func:`sweep_all` kills every descendant still alive and reaps it.
 
-Reaping, without stealing a check's exit status: asyncio's child watcher waits for each check's
-shell (:func:`shell_started` … :func:`shell_reaped`), and a status taken from it would make the
-check report exit 255. So while checks run, only pids this module killed and zombies of the
-ending check's own process group (whose number the kernel does not hand out again while a
-member is left) are reaped; any other zombie only at the end.
-
-Elsewhere (no subreaper), a process that left its parent goes to init and out of reach: only the
-group and the descendants still attached are killed (the README's known limits say so).
+Reaping never steals a check's exit status from asyncio's child watcher (:func:`shell_started` …
+:func:`shell_reaped`): while checks run, only pids this module killed and zombies of the ending
+check's own process group are reaped; any other zombie only at the end. Elsewhere (no
+subreaper) only the group and the descendants still attached are killed (docs/limits.md says so).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ hide the same secrets the same way; one definition keeps the three in step.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 from functools import lru_cache
@@ -15,6 +16,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from app.redact import Redactor, redact_then_cut
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DURATION_PATTERN",

@@ -9,7 +9,10 @@ sit at a fixed place in every X.509 certificate (RFC 5280 §4.1: Certificate →
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CertificateError", "validity"]
 

@@ -12,11 +12,13 @@ could expand it — with its line and column, and so is nesting deeper than :dat
 
 Both refusals are :class:`yaml.MarkedYAMLError` subclasses, so every caller's existing handler
 reports them with their position; :class:`Refused` lets a caller say it in its own words.
+:class:`Lines` maps a JSON path of the loaded data back to its YAML line, for problems found later.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -24,7 +26,7 @@ from yaml.composer import ComposerError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_DEPTH", "Refused", "compose", "safe_load"]
+__all__ = ["MAX_DEPTH", "Lines", "Refused", "compose", "safe_load", "stringify_keys"]
 
 # A checks file is about five levels deep (checks → a check → headers → a value); a route or a
 # window fewer. Far below Python's recursion limit, which PyYAML's composer would otherwise reach.
@@ -76,3 +78,53 @@ def safe_load(text: str) -> Any:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def stringify_keys(value: Any) -> Any:
+    """YAML allows ``1:`` or ``on:`` as keys; JSON Schema sees text keys (reported as unknown)."""
+    if isinstance(value, dict):
+        return {str(k): stringify_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [stringify_keys(v) for v in value]
+    return value
+
+
+class Lines:
+    """The YAML line of each node of a composed document, by its JSON path (mapping keys, list
+    indexes): a problem found in the loaded data is reported at the line it is about."""
+
+    def __init__(self, root: yaml.Node) -> None:
+        self.root = root
+
+    def node(self, path: Iterable[str | int], *, key: bool = False) -> yaml.Node:
+        node = self.root
+        steps = list(path)
+        for i, step in enumerate(steps):
+            if isinstance(node, yaml.MappingNode):
+                found = [(k, v) for k, v in node.value if str(k.value) == str(step)]
+                if not found:
+                    return node
+                k, v = found[-1]
+                node = k if key and i == len(steps) - 1 else v
+            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+                node = node.value[step]
+            else:
+                return node
+        return node
+
+    def line(self, path: Iterable[str | int], *, key: bool = False) -> int:
+        return self.node(path, key=key).start_mark.line + 1
+
+    def mappings(self) -> Iterator[tuple[list[str | int], yaml.MappingNode]]:
+        """Every mapping node with its path, its keys as written (a key written twice included)."""
+        return _mappings(self.root, [])
+
+
+def _mappings(node: yaml.Node, path: list[str | int]) -> Iterator[tuple[list[str | int], yaml.MappingNode]]:
+    if isinstance(node, yaml.MappingNode):
+        yield path, node
+        for k, v in node.value:
+            yield from _mappings(v, [*path, str(k.value)])
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            yield from _mappings(v, [*path, i])

@@ -7,11 +7,14 @@ sees a count ahead of its lines.
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 from app.store.db import Database
 from app.store.rows import ActivityRow, TranscriptRow
 from app.store.sessions import SessionIdentity
+
+log = logging.getLogger(__name__)
 
 # (session_pk, seq, attempt, ts, type, subtype, display, raw): the recorder builds these tuples
 # on the hot path (bench/ingest.py); dicts per line cost measurable time.
@@ -73,5 +76,5 @@ async def count_lines(db: Database, session_pk: int) -> int:
 
 async def last_seq(db: Database, session_pk: int) -> int:
     """The newest stored line's ``seq`` (0: none yet), from the ``(session_pk, seq)`` index: where
-    the follower of another process's session starts (issue #14, ``supervisor/follow.py``)."""
+    the follower of another process's session starts (``supervisor/follow.py``)."""
     return int(await db.fetchval("SELECT max(seq) FROM activity WHERE session_pk = ?", (session_pk,)) or 0)

@@ -5,27 +5,12 @@ Alertmanager or Grafana webhook carries a notification *group*, and people expec
 per group that lists its alerts (``incident_alerts``: one row per fingerprint, firing or
 resolved, with its labels, annotations and links). :func:`observe_alerts` applies one delivery —
 a whole group, or one alert when grouping by fingerprint — in one write transaction, and returns
-the incident's one :class:`~app.store.incidents.Change`, however many alerts it carried:
-
-* firing alerts open the incident (severity: the worst firing alert's) or update it (an
-  occurrence per delivery carrying a firing alert; severity only rising: ``worsened``); a new
-  alert joining an open group is an update, never a second incident;
-* the incident resolves when no alert it lists is firing any more: each resolved over several
-  deliveries, or all at once when the sender says the group is resolved (``group_resolved``);
-* the incident's ``links`` are its alerts' links, deduplicated by URL, runbooks first, at most
-  :data:`INCIDENT_LINKS_MAX` (a cut says so in the delivery's timeline entry); its
-  ``annotations`` those of the latest delivery (a group's common ones), its ``name`` what people
-  call the alert and ``alert_source`` who sent it.
-
-Texts from the sender pass the database's redactor (JSON values too) before they are stored and
-before they are cut — the service, the key and the fingerprints too (``app/engine/alerts.py``
-redacts them once already, before it cuts them).
-
-An alert incident whose investigation should have started and could not (the run queue full, no
-claude CLI, the model tiers paused) needs a human, and no session row exists to carry that:
-:func:`flag_attention` sets the incident's own ``attention`` (and a timeline entry). The overview
-lists open incidents with it under "Needs attention" (``store.dashboard.incident_attention``);
-acknowledging or resolving the incident takes it off that list, the incident page keeps it.
+the incident's one :class:`~app.store.incidents.Change`, however many alerts it carried. A new
+alert joining an open group is an update, never a second incident; the incident resolves when no
+alert it lists is firing any more. Texts from the sender pass the database's redactor (JSON values
+too) before they are stored and before they are cut. An alert incident whose investigation could
+not start gets the incident's own needs-attention flag (:func:`flag_attention`): no session row
+exists to carry it. The rules in full: ARCHITECTURE.md, "Alert incidents and the run queue".
 """
 
 from __future__ import annotations

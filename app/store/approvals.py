@@ -1,4 +1,4 @@
-"""Approvals (issue #13): escalations that wait for an operator before the next tier runs.
+"""Approvals: escalations that wait for an operator before the next tier runs.
 
 Why a module of its own: with ``TIEROPS_TIERn_APPROVAL=manual`` a chain that decides to escalate
 to tier n does not start it; it stores a *pending* approval carrying the handoff (what the lower

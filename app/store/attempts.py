@@ -6,12 +6,15 @@ Invalid output is kept verbatim: operators must see what the model sent and why 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from app.clock import utcnow
 from app.store.db import Database
 from app.store.rows import AttemptRow, decode_all, dumps
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class AttemptRecord:
     output: Any  # None: no output at all
     valid: bool | None
     errors: list[dict[str, str]] | None
-    origin: str | None = None  # tool | cli_rejected | extracted | prompted (issue #11)
+    origin: str | None = None  # tool | cli_rejected | extracted | prompted
     run: int | None = None  # the CLI run it belongs to (None: the attempt number, one attempt per run)
 
 

@@ -1,24 +1,18 @@
-"""``tierops backup FILE`` (issue #10): a consistent copy of the live database, safe while the
-server writes.
+"""``tierops backup FILE``: a consistent copy of the live database, safe while the server writes.
 
 Why not ``cp``: a file copy taken while the server writes can catch pages mid-update, and misses
 whatever still sits in ``tierops.db-wal``. SQLite's online backup API copies the pages through
 SQLite's own locking, WAL included.
 
-Why a read transaction held across every step: a backup step that opens its own read
-transaction restarts the copy from page 1 whenever another connection has written since the
-previous step, and under a busy writer it may never finish. Holding one read transaction on the
-source for the whole copy pins one snapshot: the copy is the database as it was when the backup
-started, whatever the server writes meanwhile (in WAL mode a reader never blocks the writer; the
-WAL only cannot be checkpointed past the snapshot until the copy is done).
-
-The copy is written to a hidden temporary file beside ``FILE``, switched to a plain rollback
-journal (one self-contained file, no ``-wal`` beside it), checked with ``PRAGMA integrity_check``,
-synced, and only then renamed to ``FILE``: an interrupted backup never leaves a half-written
-``FILE``, and an existing ``FILE`` is replaced only when asked (``overwrite``).
-
-The copy runs in a thread (:func:`asyncio.to_thread`) on its own ``sqlite3`` connections, so the
-event loop (and the server's connections, if it is this process) go on.
+What it deliberately does differently from the plain backup API: one read transaction is held on
+the source across every step. A step that opens its own restarts the copy from page 1 whenever
+another connection wrote since the previous step, and under a busy writer may never finish; one
+read transaction pins one snapshot (in WAL mode a reader never blocks the writer). The copy is
+written to a hidden temporary file beside ``FILE``, switched to a rollback journal (one
+self-contained file), checked with ``PRAGMA integrity_check``, synced, and only then renamed to
+``FILE``: an interrupted backup never leaves a half-written ``FILE``, and an existing one is
+replaced only when asked (``overwrite``). The copy runs in a thread on its own ``sqlite3``
+connections, so the event loop goes on.
 """
 
 from __future__ import annotations

@@ -1,11 +1,20 @@
-"""Escalation chains: the sessions sharing a ``chain_id``, and what they add up to."""
+"""Escalation chains: the sessions sharing a ``chain_id``, and what they add up to.
+
+Why a module of its own: a chain has no table of its own — it is the sessions one cycle started,
+linked by ``chain_id`` — yet the chain page, the budget guard and the outcome message each read it
+as one thing. The budget guard reads on the writer (``fresh``), so a chain's cost includes the
+session this process has just finished.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 from app.store.db import Database
 from app.store.rows import ChainLink, ChainTotals, decode_all
+
+log = logging.getLogger(__name__)
 
 
 async def chain_links(db: Database, chain_id: int, *, fresh: bool = False) -> list[ChainLink]:

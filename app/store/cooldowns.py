@@ -1,5 +1,5 @@
-"""Reading the actions the tiers reported (the ``cooldowns`` table), for the cooldown limits of
-issue #13, and the proposals among them.
+"""Reading the actions the tiers reported (the ``cooldowns`` table), for the cooldown limits
+(``app/engine/cooldowns.py``), and the proposals among them.
 
 Rows come from two sources, written with a session's findings (``app/store/findings.py``): the
 legacy ``[COOLDOWN:restart|redeployment:SERVICE] success|failure`` markers and the contract's

@@ -1,6 +1,6 @@
 """Aggregates for the overview page, ``/metrics`` and ``/healthz``: small reads over many rows.
 
-Issue #14 adds the overview's console reads: the open needs-attention items (not acknowledged),
+The overview's console reads: the open needs-attention items (not acknowledged),
 today's sessions and cost, the worst open incident, and the per-service status grid. Every one
 is bounded by an index or by a primary-key range, so the overview costs the same at 10k sessions
 as at 10 (``tests/store/test_console_reads.py`` measures it).
@@ -9,6 +9,7 @@ as at 10 (``tests/store/test_console_reads.py`` measures it).
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from datetime import UTC, datetime
 from typing import TypedDict, cast
@@ -17,6 +18,8 @@ from urllib.parse import quote
 from app.store.db import Database
 from app.store.rows import AttentionRow, IncidentRow, RunningRow, StatusCount, decode_all
 from app.vocab import MAX_TIER, SessionStatus
+
+log = logging.getLogger(__name__)
 
 
 async def ping(db: Database) -> None:
@@ -55,8 +58,8 @@ WRITE_PROBE_TIMEOUT = 2.0  # seconds /healthz waits for SQLite's write lock
 
 
 async def write_problem(db: Database, timeout: float = WRITE_PROBE_TIMEOUT) -> str | None:
-    """Why the database cannot be written now (None: it can). A real write probe for ``/healthz``
-    (issue #13): ``BEGIN IMMEDIATE; ROLLBACK`` on a connection of its own, opened read-write
+    """Why the database cannot be written now (None: it can). A real write probe for ``/healthz``:
+    ``BEGIN IMMEDIATE; ROLLBACK`` on a connection of its own, opened read-write
     without creating anything, so a read-only file or folder, a vanished file or a lock held past
     ``timeout`` shows, and the writer connection (and its lock) is never held up by a health check."""
     if db.path == ":memory:":
@@ -77,7 +80,7 @@ def _begin_immediate(path: str, timeout: float) -> None:
         conn.close()
 
 
-# -- the overview as a console (issue #14) ------------------------------------------------------
+# -- the overview as a console ------------------------------------------------------------------
 
 class OpenAttention(TypedDict):
     """A session needing a human that nobody acknowledged yet."""

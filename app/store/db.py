@@ -8,8 +8,8 @@ trip over each other. Rules, following datasette's ``Database``:
   (``ROLLBACK`` on any exception, so a failed ingest loses nothing already stored);
 * a small pool of reader connections (:meth:`Database.read`): a read borrows one connection for
   its whole statement, so concurrent requests never interleave cursors on a shared connection
-  (one shared reader let a request see a snapshot older than a write it had just made — issue #9
-  §3). :meth:`Database.read_fresh` reads on the writer, behind the write lock, for answers that
+  (one shared reader let a request see a snapshot older than a write it had just made).
+  :meth:`Database.read_fresh` reads on the writer, behind the write lock, for answers that
   must include the caller's own last write;
 * WAL, ``busy_timeout``, foreign keys on; named, ordered migrations applied at :meth:`open`.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Iterable
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 READERS = 3  # 2 cores: more readers only add threads (bench/pages.py)
 
-__all__ = ["BUSY_TIMEOUT_MS", "READERS", "Database", "StoreError", "is_transient"]
+__all__ = ["BUSY_TIMEOUT_MS", "READERS", "Database", "StoreError", "describe_storage_error", "is_transient"]
 
 # SQLite's result codes for faults that may pass: another process holds the lock beyond the busy
 # timeout, the disk is full, an I/O error (a network filesystem hiccup, a volume remounted).
@@ -47,13 +48,20 @@ _TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQ
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A storage fault worth retrying (issue #9 §2), as opposed to a bug (a constraint, bad SQL)."""
+    """A storage fault worth retrying, as opposed to a bug (a constraint, bad SQL)."""
     if isinstance(exc, sqlite3.OperationalError):
         name = getattr(exc, "sqlite_errorname", "") or ""
         text = str(exc).lower()
         return name.startswith(_TRANSIENT) or any(
             s in text for s in ("locked", "disk is full", "disk i/o error", "unable to open"))
     return isinstance(exc, OSError)
+
+
+def describe_storage_error(exc: BaseException) -> str:
+    """One line for a storage fault: what failed and what to do."""
+    if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in str(exc).lower():
+        return f"the disk is full ({exc}); free some space and run the same command again"
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _connect(path: str, busy_timeout_ms: int) -> aiosqlite.Connection:
@@ -70,7 +78,7 @@ async def _connect(path: str, busy_timeout_ms: int) -> aiosqlite.Connection:
 
 
 class Database:
-    """``redact`` masks secrets in every free text a store function writes (issue #9 §5): argv,
+    """``redact`` masks secrets in every free text a store function writes: argv,
     prompts, stderr, summaries, routed findings, memories, attempts. Stream lines are redacted by
     the recorder before they are parsed (the parsed values must not hold secrets either). The
     default knows the environment's secret-named variables and the common key shapes; the server
@@ -99,7 +107,7 @@ class Database:
             # larger pages cut overflow chains and made bulk ingest ~25 % faster (bench/ingest.py).
             # Only takes effect when the file is new.
             await db._writer.execute("PRAGMA page_size = 16384")
-            # Issue #10: pruned space can be given back in small steps (PRAGMA incremental_vacuum,
+            # Pruned space can be given back in small steps (PRAGMA incremental_vacuum,
             # app/store/retention.py). Like page_size, only a new file takes it (before its first table).
             await db._writer.execute("PRAGMA auto_vacuum = INCREMENTAL")
             await db._writer.execute("PRAGMA journal_mode = WAL")
@@ -164,7 +172,7 @@ class Database:
                 # was cancelled: otherwise the connection stays inside the transaction and every
                 # later write fails. A failing ROLLBACK never replaces why we roll back (a
                 # CancelledError replaced by an sqlite3 error is a cancellation a caller's
-                # ``except Exception`` swallows: the shutdown hangs of issue #13).
+                # ``except Exception`` swallows, and a shutdown waiting for that task hangs).
                 if self._writer.in_transaction:
                     try:
                         await self._settle("ROLLBACK")

@@ -15,6 +15,7 @@ memories do to the stored ones (reinforce, revive, replace) in ``app/store/memor
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 import aiosqlite
@@ -26,6 +27,8 @@ from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
+log = logging.getLogger(__name__)
+
 # The contract's action results written to ``cooldowns``: taken (done, failed), dry runs and
 # proposals (shown, never counted: only ``app/store/cooldowns.TAKEN_OUTCOMES`` count).
 RECORDED_RESULTS = ("done", "failed", "dry-run", "proposed")
@@ -34,7 +37,7 @@ RECORDED_RESULTS = ("done", "failed", "dry-run", "proposed")
 CLAIMED_TAKEN = ("done", "failed", "success", "failure")
 DRY_RUN = "dry-run"
 
-# LEFT JOIN everywhere: an event outlives its session (issue #10 retention sets session_pk to NULL),
+# LEFT JOIN everywhere: an event outlives its session (retention sets session_pk to NULL),
 # and then has no CLI session id or tier either.
 EVENT_COLUMNS = ("e.id, e.session_pk, s.session_id, s.tier, e.level, e.original_level, e.service, e.message,"
                  " e.source, e.created_at")
@@ -65,7 +68,7 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(session_pk, lvl, orig, svc, msg, routed.source, now) for lvl, orig, svc, msg in routed.events],
         )
-    if routed.memories:  # created, reinforced, revived and contradicted: the lifecycle of issue #11
+    if routed.memories:  # created, reinforced, revived and contradicted: the memory lifecycle
         await memories.teach(conn, session_pk, routed.memories, now, initial_confidence, reinforce)
     if routed.checks:
         await conn.executemany(
@@ -156,7 +159,7 @@ async def event_services(db: Database, limit: int = 500) -> list[str]:
 
 async def add_event(db: Database, session_pk: int | None, level: str, service: str | None, message: str, *,
                     source: str = "tierops") -> int:
-    """An event TierOps itself raises about a session, outside its routed findings (issue #13: an
+    """An event TierOps itself raises about a session, outside its routed findings (e.g. an
     action reported over its cooldown limit); returns its id."""
     async with db.write() as conn:
         cur = await conn.execute(

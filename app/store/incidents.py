@@ -1,21 +1,19 @@
-"""Incidents (issue #12): findings with a life — opened, counted, escalated, resolved.
+"""Incidents: findings with a life — opened, counted, escalated, resolved.
 
-Why a module of its own: before issue #12 every finding was a new ``events`` row per cycle and
-nothing said "failing since 09:12, 14 cycles" or "recovered". An incident is one *episode* of a
-problem, identified by a key (``check:NAME`` for a probe check; the ``key`` a model gave its
-event, else service + normalised message: ``app/engine/incidents.py``). At most one unresolved
-incident exists per key (a partial unique index), so a failure seen every cycle updates one row.
+Why a module of its own: an ``events`` row per finding and cycle cannot say "failing since 09:12,
+14 cycles" or "recovered". An incident is one *episode* of a problem, identified by a key
+(``check:NAME`` for a probe check; the ``key`` a model gave its event, else service + normalised
+message: ``app/engine/incidents.py``). At most one unresolved incident exists per key (a partial
+unique index), so a failure seen every cycle updates one row.
 
 What this module does differently from the rest of the store: :func:`observe` applies a whole
 session's observation — probe results, failing findings, passing checks and healthy services —
 in one write transaction and returns what changed (:class:`Change`), so the engine can decide on
-escalation from exactly the state it wrote. The decision itself (is this worth a language model?)
-is not storage and lives in ``app/engine/incidents.py``; what it decided is written back with
-:func:`mark_escalated`. Operator actions (acknowledge, resolve, silence) are recorded with who
-and when, on the row and in the timeline.
-
-Occurrences count cycles, not sessions: a tier-1 session reporting on the incident its tier-0
-session opened (same chain) updates the evidence but is the same occurrence.
+escalation from exactly the state it wrote. The decision itself is not storage and lives in
+``app/engine/incidents.py``; what it decided is written back with :func:`mark_escalated`.
+Operator actions (acknowledge, resolve, silence) are recorded with who and when, on the row and in
+the timeline. Occurrences count cycles, not sessions: a tier-1 session reporting on the incident
+its tier-0 session opened (same chain) updates the evidence but is the same occurrence.
 """
 
 from __future__ import annotations
@@ -475,7 +473,7 @@ def parse_until(text: str, now: str | None = None) -> str:
         raise ValueError(f"until {raw[:60]!r} is not a time that can be stored") from None
 
 
-# -- alerts in (issue #13) -------------------------------------------------------------------
+# -- alerts in ------------------------------------------------------------------------------
 # What an alert sender's delivery does to the incidents (one per alert group, or per alert, with
 # the alerts each lists) is app/store/alert_incidents.py; it opens them with _open, origin "alert".
 

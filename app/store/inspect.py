@@ -1,4 +1,4 @@
-"""A look at a database file without changing it, for ``tierops doctor`` (issue #10).
+"""A look at a database file without changing it, for ``tierops doctor``.
 
 Why not :meth:`Database.open`: opening applies migrations and creates a missing file; the doctor
 must report what is there (which migrations are pending, whether the file is writable) and never

@@ -6,54 +6,21 @@ Sessions teach memories through routing (:func:`app.store.findings.write_routed`
 the most relevant ones (:func:`prompt_memories`, ``app/supervisor/context.py``). A created memory
 has no provenance session; an edit keeps the provenance it had.
 
-The lifecycle (issue #11: the Go original's, and better)
---------------------------------------------------------
-
-* **Identity and reinforcement** (unchanged): a memory is (service, category, value), whitespace
-  collapsed. Taught again, its confidence gains ``TIEROPS_MEMORY_REINFORCE`` of the gap to 1.0,
-  ``times_seen`` counts up and ``last_seen_at`` becomes the session's end.
-* **Decay**: the confidence that counts is ``confidence * 0.5 ** (age_days / half_life)``, age
-  since ``last_seen_at`` (``TIEROPS_MEMORY_HALF_LIFE_DAYS``; 0 = no decay). It is computed when
-  read (:meth:`MemoryLifecycle.effective`), never written back: the stored ``confidence`` is the
-  confidence the memory had when last seen, so a reinforcement starts from it — being seen again
-  cancels the decay — and a changed half-life applies at once to every memory.
-* **Stale**: a memory whose decayed confidence is below ``TIEROPS_MEMORY_FLOOR`` is marked
-  ``stale`` by :func:`sweep_stale` (run whenever the tiers' memories are chosen and when the
-  memories page is shown) and is no longer given to the tiers. It stays listed. It is revived
-  when a session teaches it again, or when the operator edits or activates it.
-* **Contradiction**: when a session teaches a value for a (service, category) that has another
-  *active* value, the new memory is created (or reinforced) and the old one is deactivated with
-  ``replaced_by`` pointing at it — kept, not deleted, and shown on the memories page. If the old
-  value is taught again later, it comes back (active, link cleared) and replaces the newer one in
-  turn: the latest session wins. Two rules keep categories that legitimately hold several values
-  from erasing each other:
-
-  1. Values taught *by the same session* for one (service, category) never contradict one
-     another: a report that lists three values meant all three (they replace, together, the
-     older values).
-  2. Categories that collect observations rather than state one current fact never contradict:
-     :data:`ACCUMULATING` (``quirk``, ``pattern``, ``note``, ``incident``, ``root-cause``,
-     ``restart``, ``config-change``, ``runbook``, … compared case-insensitively, ``_``/space as
-     ``-``, a trailing ``s`` ignored). A category like ``port``, ``version``, ``baseline`` or
-     ``disk`` holds one current fact per service; for several facts use several categories
-     (``disk-var``, ``disk-data``).
-
-  Only what sessions teach contradicts: an operator's create or edit never deactivates another
-  memory, and a memory the operator deactivated stays inactive when taught again (it is
-  reinforced, not revived) and is never replaced.
-
-What "and better" than the Go original means here: nothing is lost. A stale memory stays listed
-and comes back when seen; a contradicted one is kept, deactivated, with the link to what replaced
-it, so an operator can see what changed and undo it (activate it again); decay is derived, not
-stored, so it can be tuned without rewriting rows; and the several-values rules above keep one
-report's list, or a log-like category, from erasing itself.
-
-``now`` is a parameter wherever time matters (an ISO 8601 UTC text, as stored), so tests can
-simulate months passing.
+What it deliberately does: nothing is lost. Decay is derived when read
+(:meth:`MemoryLifecycle.effective`), never written back, so being seen again cancels it and a
+changed half-life applies at once; a memory below ``TIEROPS_MEMORY_FLOOR`` is marked stale
+(:func:`sweep_stale`), no longer given to the tiers but still listed, and revived when taught
+again or edited; a contradicted memory (another value taught for its service and category) is
+deactivated with ``replaced_by`` pointing at what replaced it, kept, not deleted. Values one
+session teaches together, and categories that collect observations (:data:`ACCUMULATING`), never
+contradict. Only what sessions teach contradicts: an operator's edit never deactivates another
+memory. The lifecycle in full: ARCHITECTURE.md, "Memories". ``now`` is a parameter wherever time
+matters (ISO 8601 UTC text, as stored), so tests can simulate months passing.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import sqlite3
@@ -70,10 +37,12 @@ from app.errors import StoreError, TierOpsError
 from app.store.db import Database
 from app.store.rows import MemoryRow, PromptMemory, decode, where
 
+log = logging.getLogger(__name__)
+
 EDITABLE = ("service", "category", "value", "confidence", "active")
 COLUMNS = ("id, service, category, value, confidence, active, times_seen, created_at, updated_at,"
            " created_by_session, reinforced_by_session, last_seen_at, stale, replaced_by")
-# Issue #11: categories that collect observations; a new value adds to them, never replaces.
+# Categories that collect observations; a new value adds to them, never replaces.
 ACCUMULATING = frozenset({"quirk", "pattern", "note", "observation", "incident", "history", "root-cause", "restart",
                           "redeployment", "config-change", "change", "runbook", "lesson", "event"})
 _SECONDS_PER_DAY = 86_400.0
@@ -109,7 +78,7 @@ def parse_time(text: str | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class MemoryLifecycle:
-    """Decay and the stale floor (issue #11). The defaults are the settings' defaults."""
+    """Decay and the stale floor. The defaults are the settings' defaults."""
 
     half_life_days: float = cast(float, Settings.model_fields["memory_half_life_days"].default)
     floor: float = cast(float, Settings.model_fields["memory_floor"].default)
@@ -133,7 +102,7 @@ class MemoryLifecycle:
         return self.effective(confidence, last_seen_at, now) < self.floor
 
     def stale_at(self, confidence: float, last_seen_at: str | None) -> str | None:
-        """When the decayed confidence reaches the floor (issue #14: the memories page shows it),
+        """When the decayed confidence reaches the floor (the memories page shows it),
         ``last_seen_at + half_life * log2(confidence / floor)`` days, in the stored format; None
         when it never decays (no half-life, no floor, no readable ``last_seen_at``) or was
         already at or below the floor when last seen."""
@@ -259,7 +228,7 @@ async def update_memory(db: Database, pk: int, changes: dict[str, Any]) -> Memor
     """Apply ``changes`` (keys of :data:`EDITABLE`; others ignored); returns the memory as now
     stored, or None when there is no memory ``pk``.
 
-    Any edit but a deactivation renews the memory (issue #11): the operator vouches for it, so
+    Any edit but a deactivation renews the memory: the operator vouches for it, so
     its decay restarts (``last_seen_at`` = now) and it is no longer stale; an activation also
     clears the ``replaced_by`` link of a contradicted memory."""
     fields = {k: v for k, v in changes.items() if k in EDITABLE}
@@ -325,7 +294,7 @@ async def prompt_memories(db: Database, limit: int = 500, *, lifecycle: MemoryLi
     """Active memories that are not stale, by confidence, then recency: what a tier's system
     prompt draws from.
 
-    With a ``lifecycle`` the confidence is the decayed one (issue #11), memories below the floor
+    With a ``lifecycle`` the confidence is the decayed one, memories below the floor
     are left out even before a sweep marks them, and the order follows the decayed confidence.
     Without one, stored confidences are used as they are."""
     if lifecycle is None:

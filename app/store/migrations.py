@@ -2,8 +2,13 @@
 
 Each entry is ``(name, sql)``; :class:`app.store.db.Database` applies the ones not yet recorded
 in the ``migrations`` table, each in its own transaction, before anything else touches the DB.
-Statements are split on ``;`` so no literal or trigger may contain one.
+Statements are split on ``;`` so no literal or trigger may contain one. The SQL comments inside
+a shipped migration are part of its text and stay as they shipped, old references included.
 """
+
+import logging
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS: list[tuple[str, str]] = [
     (

@@ -1,4 +1,4 @@
-"""The ``notifications`` table (issue #13): every message TierOps meant to send, sent or not.
+"""The ``notifications`` table: every message TierOps meant to send, sent or not.
 
 Why a table rather than a queue in memory: the overview lists what was sent, what failed and why,
 and what was only recorded (below ``TIEROPS_NOTIFY_MIN_SEVERITY``, in quiet hours, no URLs
@@ -19,12 +19,15 @@ incident page and the preview can list what was sent for it (:func:`for_incident
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any, TypedDict, cast
 
 from app.clock import utcnow
 from app.store.db import Database
 from app.store.rows import dumps
+
+log = logging.getLogger(__name__)
 
 PENDING, SENT, FAILED, SUPPRESSED, DIGESTED = "pending", "sent", "failed", "suppressed", "digested"
 STATUSES = (PENDING, SENT, FAILED, SUPPRESSED, DIGESTED)

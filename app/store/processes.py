@@ -1,6 +1,6 @@
 """Which CLI process runs (or ran) a session: its pid, process group and start time.
 
-Why (issue #9 §4): a supervisor killed with SIGKILL (or by the OOM killer) cannot finalize its
+Why: a supervisor killed with SIGKILL (or by the OOM killer) cannot finalize its
 sessions, and on a platform without a parent-death signal its CLI may keep running unrecorded.
 The supervisor stores the CLI's identity on the session row as soon as it is started
 (:func:`record_process`); at the next start, and at the start of every cycle, the sweep
@@ -9,7 +9,7 @@ The supervisor stores the CLI's identity on the session row as soon as it is sta
 and the start time match, so a recycled pid is never killed — and then marks the row
 (:func:`mark_interrupted`). The start time is psutil's ``create_time()`` (seconds since the epoch).
 
-Issue #14: the same identity lets a server stop a session another process runs
+The same identity lets a server stop a session another process runs
 (``supervisor/remote_stop.py``: :func:`session_process`, :func:`request_stop`, read back by the
 owner with :func:`stop_requested_by`), and :func:`live_sessions` is what the follower of other
 processes' sessions polls (``supervisor/follow.py``).
@@ -64,7 +64,7 @@ async def mark_interrupted(db: Database, pk: int, reason: str) -> bool:
         return cur.rowcount > 0
 
 
-# --- issue #14: sessions another process runs ------------------------------------------------
+# --- sessions another process runs ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class LiveSession:

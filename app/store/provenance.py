@@ -1,6 +1,6 @@
 """Which stream lines of a session produced its findings, and what its CLI runs cost together.
 
-Issue #14: the session page badges the transcript lines that produced events, memories and
+The session page badges the transcript lines that produced events, memories and
 cooldowns, and shows cost and duration across all attempts. Nothing at routing time records the
 line a finding came from (``app/output/route.py`` routes whole sessions), so it is derived when
 the page is shown, from what the recorder stored anyway: the accepted output is the ``result``
@@ -12,9 +12,12 @@ parses them the way the recorder did. No migration: old sessions get badges too.
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict, cast
 
 from app.store.db import Database
+
+log = logging.getLogger(__name__)
 
 # The tags app/output/markers.py recognises; none is changed by JSON escaping.
 MARKER_TAGS = ("[EVENT:", "[MEMORY:", "[COOLDOWN:")

@@ -1,27 +1,20 @@
-"""Retention (issue #10): the SQL behind ``tierops prune`` and the server's daily prune.
+"""Retention: the SQL behind ``tierops prune`` and the server's daily prune.
 
 Why a module of its own: pruning deletes whole escalation chains, in short write transactions,
 then gives the space back in small steps. Each step is one function here; the engine
 (``app/engine/retention.py``) decides *what* goes and *when*, this module only *how*.
 
-* Sessions point at each other (``chain_id``, ``parent_session_id``, ``escalated_to``; no ``ON
-  DELETE``). A set of sessions is deleted by one ``DELETE`` statement, so references inside the
-  set never dangle, and every delete re-checks inside its own transaction that no member is
-  running or recent and that no session outside the set points into it (a new escalation since
-  the plan was made). A set that fails the check is left alone, never half deleted.
-* Cascades remove the activity, output attempts, check results and cooldowns. Events and memories
-  stay, their session reference set to NULL (migration ``0004_retention``).
-* Ad-hoc maintenance windows (``maintenance_windows``) belong to no session: one that ended (as
-  planned, or early) before the cutoff goes by itself (:func:`delete_maintenance_windows`).
-* A big transcript goes first, in chunks of activity rows (:func:`delete_activity`), each chunk
-  its own transaction, so the server's writes never wait long behind a prune.
-* Space: a database created since issue #10 has ``auto_vacuum = INCREMENTAL``, and
-  :func:`incremental_vacuum` returns a few hundred free pages per call. An older file
-  (``auto_vacuum = NONE``) reuses its free pages for new rows but never shrinks;
-  :func:`full_vacuum` compacts it and switches it to incremental, blocking every writer meanwhile.
-
-Lists of session ids travel as one JSON parameter read with ``json_each``: no limit on their
-length, one prepared statement whatever the length.
+What it deliberately does: a set of linked sessions is deleted by one ``DELETE`` statement, so
+references inside the set never dangle, and every delete re-checks inside its own transaction that
+no member is running or recent and that no session outside the set points into it (a new
+escalation since the plan was made): a set that fails the check is left alone, never half
+deleted. Cascades remove the activity, output attempts, check results and cooldowns; events and
+memories stay, their session set to NULL. A big transcript goes first, in chunks of activity rows
+(:func:`delete_activity`), each its own transaction. Space: :func:`incremental_vacuum` returns a
+few hundred free pages per call on a file with incremental auto-vacuum; an older file reuses its
+free pages but never shrinks until :func:`full_vacuum` (blocking) converts it. Lists of session
+ids travel as one JSON parameter read with ``json_each``: one prepared statement whatever the
+length.
 """
 
 from __future__ import annotations

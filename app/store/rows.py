@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 from typing import Any, TypedDict, cast
+
+log = logging.getLogger(__name__)
 
 JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
@@ -85,8 +88,8 @@ class SessionListRow(TypedDict):
     escalation_reason: str | None
     summary: str | None
     line_count: int
-    dry_run: bool  # issue #13: read-only tools, told to only say what it would do
-    max_budget_usd: float | None  # issue #13: the --max-budget-usd it ran with (None: none)
+    dry_run: bool  # read-only tools, told to only say what it would do
+    max_budget_usd: float | None  # the --max-budget-usd it ran with (None: none)
 
 
 class SessionRow(SessionListRow):
@@ -115,15 +118,15 @@ class SessionRow(SessionListRow):
     stream_sha256: str | None
     argv: Any
     system_prompt: str | None
-    # the output contract (issue #11)
+    # the output contract
     schema_source: str | None
     schema_name: str | None
     schema_sha256: str | None
     output_schema: Any
     output_mode: str | None
     output_via: str | None
-    escalation_gate: str | None  # issue #12: why tier 0's request to escalate was not acted on
-    # issue #14: an operator acknowledged the attention item; a Stop sent from another process
+    escalation_gate: str | None  # why tier 0's request to escalate was not acted on
+    # an operator acknowledged the attention item; a Stop sent from another process
     attention_acked_at: str | None
     attention_acked_by: str | None
     stop_requested_at: str | None
@@ -155,7 +158,7 @@ class ChainLink(TypedDict):
     duration_ms: int | None
     started_at: str
     ended_at: str | None
-    dry_run: bool  # issue #13
+    dry_run: bool  # read-only tools, told to only say what it would do
 
 
 class ChainTotals(TypedDict):
@@ -187,7 +190,7 @@ class AttemptRow(TypedDict):
     attempt: int
     kind: str
     run: int | None  # the CLI run (activity.attempt) it happened in
-    origin: str | None  # tool | cli_rejected | extracted | prompted (issue #11; NULL before it)
+    origin: str | None  # tool | cli_rejected | extracted | prompted (NULL: recorded before origins were)
     result_subtype: str | None
     is_error: bool | None
     has_output: bool
@@ -199,7 +202,7 @@ class AttemptRow(TypedDict):
 
 class EventRow(TypedDict):
     id: int
-    session_pk: int | None  # None once the session was pruned (issue #10): events are kept
+    session_pk: int | None  # None once the session was pruned: events are kept
     session_id: str | None
     tier: int | None
     level: str
@@ -229,7 +232,7 @@ class MemoryRow(TypedDict):
     updated_at: str
     created_by_session: int | None
     reinforced_by_session: int | None
-    # The memory lifecycle (issue #11, app/store/memories.py): when a session last taught or
+    # The memory lifecycle (app/store/memories.py): when a session last taught or
     # repeated it (confidence decays from there), whether its decayed confidence fell below the
     # floor (then it is not given to the tiers), and the memory that contradicted and replaced it.
     last_seen_at: str | None
@@ -281,7 +284,7 @@ class StatusCount(TypedDict):
 
 
 class SchemaRow(TypedDict):
-    """A named output schema in the registry (issue #11); ``body`` is the schema itself."""
+    """A named output schema in the registry; ``body`` is the schema itself."""
 
     id: int
     name: str
@@ -293,7 +296,7 @@ class SchemaRow(TypedDict):
 
 
 class IncidentRow(TypedDict):
-    """An incident (issue #12), every column of ``incidents``."""
+    """An incident, every column of ``incidents``."""
 
     id: int
     key: str

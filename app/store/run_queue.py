@@ -1,33 +1,19 @@
-"""The run queue (issue #13): runs waiting for a free cycle, kept in ``run_queue`` (migration 0008).
+"""The run queue: runs waiting for a free cycle, kept in ``run_queue`` (migration 0008).
 
 Why a table and not a list in memory: one cycle runs at a time (the cycle lock), and an alert
 that opens an incident while a cycle runs must still get its investigation — after that cycle,
 and after a restart too. So the run is written down (``queued``) before the sender is answered,
 and the server's queue worker (``app/supervisor/alerts.py``) starts the oldest one whenever no
-cycle runs.
+cycle runs. A row goes ``queued`` → ``started`` (:func:`claim_next`, :func:`mark_started`) or
+``failed``; a claim that lost the cycle goes back (:func:`requeue`), and one a killed server never
+finished is failed at start (:func:`fail_unfinished_claims`).
 
-A row's life: ``queued`` → ``started`` (claimed by the worker, :func:`claim_next`; its session
-is set once the cycle created it, :func:`mark_started`) or ``failed`` (the cycle could not start;
-``error`` says why). A claim that lost the cycle to another trigger goes back to ``queued``
-(:func:`requeue`). A row left ``started`` without a session and without a note is a claim a
-killed server never finished: :func:`fail_unfinished_claims` marks those failed at start. (A
-session removed later by ``tierops prune`` clears ``session_pk`` too; such old rows are then
-marked failed as well, which only their ``error`` text gets wrong.)
-
-The queue is bounded (``TIEROPS_ALERT_QUEUE_MAX``): :func:`enqueue` counts and inserts in one
-write transaction and returns None when it is full.
-
-A run investigates one incident or several (``run_queue_incidents``; ``incident_id`` is the first).
-:func:`enqueue_investigation` is how an alert's incident gets its run, deciding everything in one
-write transaction, so that concurrent deliveries cannot race past the bound (an alert storm):
-
-* a queued run already lists the incident: nothing changes (``already``);
-* a queued run lists an incident of the same service: it absorbs this one (``coalesced``): its
-  prompt gains the incident's section (or, once the prompt holds :data:`PROMPT_MAX` characters, a
-  line naming it; past :data:`PROMPT_NAMES_MAX` only the run's incident list names it);
-* the queue has room: a new run (``queued``);
-* otherwise the incident needs a human (``full``: ``alert_incidents.flag_attention``, with a
-  timeline entry): it is recorded and told, never dropped without a word.
+What it deliberately does: :func:`enqueue_investigation` decides everything in one write
+transaction, so concurrent deliveries cannot race past the bound (``TIEROPS_ALERT_QUEUE_MAX``) in
+an alert storm: an incident already listed changes nothing, one of a service that already has a
+queued run is absorbed by it (coalesced), otherwise a new run is queued, or, when full, the
+incident gets its own needs-attention flag — recorded and told, never dropped without a word.
+The rules in full: ARCHITECTURE.md, "Alert incidents and the run queue".
 """
 
 from __future__ import annotations

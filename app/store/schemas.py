@@ -1,4 +1,4 @@
-"""The ``schemas`` table: named, immutable output schemas a run can ask for (issue #11).
+"""The ``schemas`` table: named, immutable output schemas a run can ask for.
 
 Why immutable: a session records the exact schema it ran with (``sessions.output_schema`` and its
 SHA-256), so history stays explainable whatever happens to the registry; a name that could be
@@ -9,6 +9,7 @@ no spaces), so the same schema always has the same hash.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Any, cast
 
@@ -17,6 +18,8 @@ from app.errors import StoreError, TierOpsError
 from app.output.spec import canonical_json, schema_sha256
 from app.store.db import Database
 from app.store.rows import SchemaRow, decode, decode_all
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SchemaExists", "create_schema", "delete_schema", "get_schema", "list_schemas"]
 

@@ -3,7 +3,7 @@
 Why these functions and not an ORM: the row is written in a few well-defined moments of the run
 lifecycle (create → launch details → CLI identity → summary with routed findings) and each is
 one function here, one transaction. :class:`SessionSummary` replaces the 34-value ``UPDATE``
-that the recorder used to build by hand (issue #8).
+the recorder would otherwise build by hand.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class SessionSummary:
     line_count: int
     cli_model: str | None
     cwd: str | None
-    output_via: str | None = None  # tool | extracted | prompted: how the accepted output came (issue #11)
+    output_via: str | None = None  # tool | extracted | prompted: how the accepted output came
 
 
 _JSON_FIELDS = ("result_errors", "permission_denials", "model_usage", "validation_errors", "structured_output",
@@ -110,9 +110,9 @@ async def create_session(db: Database, *, tier: int | None = None, model: str | 
                          contract: OutputSpec | None = None, dry_run: bool = False,
                          max_budget_usd: float | None = None) -> int:
     """A new ``running`` session row; returns its id. ``contract``: the output contract it runs
-    with (issue #11): where the schema came from, the canonical schema itself (kept even if its
+    with: where the schema came from, the canonical schema itself (kept even if its
     registry name is deleted later) and its hash; written in the same INSERT. ``dry_run`` and
-    ``max_budget_usd`` (issue #13): how it was guarded."""
+    ``max_budget_usd``: how it was guarded."""
     async with db.write() as conn:
         cur = await conn.execute(
             """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
@@ -184,7 +184,7 @@ async def set_attention(db: Database, pk: int, why: str, incident_ids: Sequence[
 
 
 class AttentionAck(TypedDict):
-    """A session's needs-attention flag and its acknowledgement (issue #14)."""
+    """A session's needs-attention flag and its acknowledgement."""
 
     id: int
     attention: str | None
@@ -197,7 +197,7 @@ class AttentionStateError(ValueError):
 
 
 async def acknowledge_attention(db: Database, pk: int, actor: str) -> AttentionAck:
-    """Acknowledge session ``pk``'s needs-attention flag as ``actor`` (issue #14): the overview
+    """Acknowledge session ``pk``'s needs-attention flag as ``actor``: the overview
     stops listing it, the session page shows it acknowledged with who and when. Acknowledging
     again keeps the first acknowledgement. Raises LookupError (no such session) or
     :class:`AttentionStateError` (it does not need attention)."""
@@ -218,7 +218,7 @@ async def acknowledge_attention(db: Database, pk: int, actor: str) -> AttentionA
 
 
 async def set_escalation_gate(db: Database, pk: int, why: str) -> None:
-    """Why the session's request to escalate was not acted on (issue #12: its incidents were
+    """Why the session's request to escalate was not acted on (its incidents were
     already escalated, acknowledged or silenced)."""
     async with db.write() as conn:
         await conn.execute("UPDATE sessions SET escalation_gate = ? WHERE id = ?", (why, pk))
@@ -243,7 +243,7 @@ async def get_session(db: Database, pk: int, *, fresh: bool = False) -> SessionR
 
 async def model_cost_today(db: Database, *, now: datetime | None = None, fresh: bool = False) -> float:
     """Dollars the language-model tiers (tier >= 1) cost in sessions started since 00:00 UTC of
-    ``now``'s day: what ``TIEROPS_DAILY_BUDGET_USD`` is checked against (issue #13). A session
+    ``now``'s day: what ``TIEROPS_DAILY_BUDGET_USD`` is checked against. A session
     still running counts once it is finished (its cost is written then)."""
     day = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT00:00:00.000Z")  # utcnow()'s format
     value = await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions WHERE tier >= ? AND started_at >= ?",
@@ -258,7 +258,7 @@ async def session_status(db: Database, pk: int) -> str | None:
 
 async def list_sessions(db: Database, *, status: str | None = None, tier: int | None = None,
                         limit: int = 50, offset: int = 0, attention_open: bool = False) -> list[SessionListRow]:
-    """Sessions newest first; ``attention_open`` (issue #14): only those needing attention that
+    """Sessions newest first; ``attention_open``: only those needing attention that
     nobody acknowledged yet (the overview's "and N more" link)."""
     cond, params = where(status=status, tier=tier)
     if attention_open:
@@ -290,7 +290,7 @@ async def find_anonymous_stream(db: Database, sha256: str) -> StoredStream | Non
 
 
 class StoredOutput(TypedDict):
-    """What a session answered and what it was judged against (``tierops revalidate``, issue #11)."""
+    """What a session answered and what it was judged against (``tierops revalidate``)."""
 
     id: int
     session_id: str | None

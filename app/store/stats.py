@@ -1,4 +1,4 @@
-"""Statistics over sessions (issue #14): per day, per tier and per escalation chain.
+"""Statistics over sessions: per day, per tier and per escalation chain.
 
 Why a module of its own: ``GET /api/v1/stats`` (Homepage and Grafana widgets), the ``/stats``
 page's charts and the sessions API's roll-ups read the same sums, and they must agree to the cent.

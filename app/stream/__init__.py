@@ -1,5 +1,7 @@
 """Reading and parsing the CLI's stream-json output (see parser.py)."""
 
+import logging
+
 from app.stream.parser import (
     ArrayLine,
     AssistantLine,
@@ -12,6 +14,8 @@ from app.stream.parser import (
     UserLine,
     parse_line,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ArrayLine",

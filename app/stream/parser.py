@@ -4,134 +4,49 @@ Why this module exists: every line the CLI prints must become a stored activity 
 few lines that matter for the outcome (``system/init``, ``assistant`` blocks, ``user`` tool
 results, ``result``) must be understood without a full model of the protocol.
 
-Deliberate choices (see ``../shared/reference/claude-code-stream-json.md``):
+Deliberate choices (see ``../shared/reference/claude-code-stream-json.md`` and ARCHITECTURE.md,
+"Stream lines"):
 
-* Parsing never fails. A line that is not JSON becomes a :class:`TextLine`; JSON with an
-  unknown ``type`` (the CLI's embedded schema lists ~40 types we have never seen) becomes an
-  :class:`UnknownLine`. Both keep the raw text, so a transcript replays exactly.
+* Parsing never fails: a line JSON cannot decode is a :class:`TextLine` (with the reason as its
+  subtype), JSON of an unknown ``type`` an :class:`UnknownLine`; both keep the raw text.
 * Lines are plain ``__slots__`` classes over the decoded dict, not pydantic models: ingest must
-  stay within a small factor of a bare ``json.loads`` loop (issue #2 benchmark), and most fields
-  are read at most once.
-* ``--output-format json --verbose`` prints one line holding a JSON *array* of every message
-  (``h_json_output_verbose``); it is parsed as an :class:`ArrayLine` whose items are parsed
-  lines, so such a capture ingests like the stream it contains.
-* Each ``assistant`` line carries exactly one content block (the CLI emits a line per block,
-  reference §4.2); we still iterate over ``content`` in case that changes.
-* Any field may hold any JSON value (issue #9 §1): a number where a list is expected, integers
-  beyond 64 bits, ``1e999``/``NaN``, lone UTF-16 surrogates (``"\\ud83d"``, a JS string cut
-  mid-emoji), nesting deeper than the recursion limit. The typed accessors and ``display()``
-  return values that can be stored and emitted as JSON: a non-finite float or an integer outside
-  SQLite's 64 bits is None, lone surrogates become U+FFFD (:func:`clean_text`), containers pass
-  through :func:`json_safe`. ``data`` itself stays as decoded; ``raw`` stays as printed (decoded
-  from UTF-8 it holds no lone surrogate: they only arise from JSON escapes).
-* A line JSON cannot decode is a :class:`TextLine` with a short ``note`` why (not UTF-8, invalid
-  JSON, nested too deeply) and that reason as its subtype; plain text has none.
-* Two decoders, one result (issue #15). ``json.loads`` was the floor ingest is measured against and
-  most of its parse time; orjson decodes the same lines ~3x faster (0.10 s against 0.30 s for the
-  168 MiB of bench/ingest.py). It is used only for lines the caller has *screened*
-  (``parse_line(..., screened=True)``: no run of :data:`SCREEN_PATTERN`'s 19 digits, which is where
-  orjson silently turns an integer beyond 64 bits into a float), and anything orjson refuses (NaN
-  and Infinity literals, ``1e999``, lone surrogate escapes, nesting past 1,024) goes to ``json`` as
-  before, so every line decodes to the value it always did. The one window where they differ is a
-  line nested between ``json``'s recursion limit (~990 levels, depending on the caller's stack) and
-  orjson's 1,024: it decodes now; it already did or did not depending on the stack depth.
+  stay within a small factor of a bare ``json.loads`` loop.
+* A JSON array on one line (``--output-format json --verbose``) is an :class:`ArrayLine` of lines.
+* Every typed accessor and ``display()`` returns storable values (``app/stream/values.py``);
+  ``data`` stays as decoded and ``raw`` as printed.
+* Two decoders, one result: orjson for lines the caller screened for :data:`SCREEN_PATTERN`,
+  ``json`` for the rest and for whatever orjson refuses.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import math
-import re
+import logging
 from typing import Any, TypeVar
 
 import orjson
 
+from app.stream.values import (
+    DISPLAY_MAX,
+    as_text,
+    clean_text,
+    compact,
+    field_text,
+    finite,
+    json_safe,
+    preview,
+    str_or_none,
+)
+
+log = logging.getLogger(__name__)
+
 _T = TypeVar("_T")
 
-DISPLAY_MAX = 240
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-# Containers nested deeper than this are cut by :func:`json_safe`: every later step (validation,
-# redaction, storage, the API's JSON) walks values recursively, and real output nests < 20 deep.
-MAX_DEPTH = 64
-TOO_DEEP = "(nested too deeply)"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # What a caller screens a line for before ``parse_line(line, screened=True)`` (an RE2/re pattern):
 # a run of 19 digits may be an integer beyond 64 bits, which orjson decodes as a float where json
-# keeps the int (issue #15). False hits only cost speed: such a line is decoded by json.
+# keeps the int. False hits only cost speed: such a line is decoded by json.
 SCREEN_PATTERN = r"[0-9]{19}"
-
-
-def clean_text(text: str) -> str:
-    """``text`` encodable as UTF-8: each lone surrogate (a ``\\ud83d`` JSON escape) becomes U+FFFD."""
-    if text.isascii():  # O(1) in CPython: nearly every string takes this path
-        return text
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def finite(value: Any) -> int | float | None:
-    """A JSON number as it can be stored: None for booleans, non-numbers, non-finite floats and
-    integers outside SQLite's signed 64 bits."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if INT64_MIN <= value <= INT64_MAX else None
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    return None
-
-
-def json_safe(value: Any, _depth: int = 0) -> Any:
-    """A copy of a decoded JSON value that every JSON encoder, SQLite and UTF-8 accept: strings
-    (and keys) via :func:`clean_text`, numbers via :func:`finite` (None when out of range),
-    containers deeper than :data:`MAX_DEPTH` replaced by :data:`TOO_DEEP`."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, int | float):
-        return finite(value)
-    if isinstance(value, dict | list | tuple):
-        if _depth >= MAX_DEPTH:
-            return TOO_DEEP
-        if isinstance(value, dict):
-            return {clean_text(k) if isinstance(k, str) else as_text(k): json_safe(v, _depth + 1)
-                    for k, v in value.items()}
-        return [json_safe(v, _depth + 1) for v in value]
-    return as_text(value)
-
-
-def as_text(value: Any, limit: int | None = None) -> str:
-    """Any decoded value as one piece of display text, never raising: a string as is, anything
-    else as compact JSON (:data:`TOO_DEEP` when it cannot be encoded); lone surrogates replaced.
-    ``limit`` cuts long text."""
-    text = value if isinstance(value, str) else _compact(value)
-    if limit is not None and len(text) > limit:
-        text = text[:limit]
-    return clean_text(text)
-
-
-def _short(text: str, limit: int = DISPLAY_MAX) -> str:
-    """One-line preview: line breaks and tabs turned into spaces, cut at ``limit`` characters."""
-    if len(text) > limit:  # never fold a 20 MB string just to keep 240 characters of it
-        text = text[: limit - 1].rstrip() + "…"
-    if "\n" in text or "\r" in text or "\t" in text:
-        text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
-    return clean_text(text)
-
-
-def _compact(value: Any) -> str:
-    """Compact JSON text of a decoded value; never raises (too deep, unencodable: a placeholder)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    except RecursionError:
-        return TOO_DEEP
-    except (TypeError, ValueError):
-        try:
-            return str(value)
-        except (RecursionError, ValueError):
-            return TOO_DEEP
 
 
 class ParsedLine:
@@ -159,7 +74,7 @@ class ParsedLine:
         return None
 
     def display(self) -> str:
-        return _short(self.raw)
+        return preview(self.raw)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<{type(self).__name__} {self.type}/{self.subtype} {self.display()[:60]!r}>"
@@ -182,7 +97,7 @@ class TextLine(ParsedLine):
         return self.reason
 
     def display(self) -> str:
-        return _short(f"({self.note}) {self.raw}" if self.note else self.raw)
+        return preview(f"({self.note}) {self.raw}" if self.note else self.raw)
 
 
 class UnknownLine(ParsedLine):
@@ -199,16 +114,7 @@ class UnknownLine(ParsedLine):
 
     def display(self) -> str:
         label = self.type if self.subtype is None else f"{self.type}/{self.subtype}"
-        return _short(f"[{label}] {self.raw}")
-
-
-def _text(value: Any, limit: int = DISPLAY_MAX * 2) -> str:
-    """A field's value as display text (any JSON value; ``""`` for a missing one)."""
-    return "" if value is None else as_text(value, limit)
-
-
-def _str_or_none(value: Any) -> str | None:
-    return clean_text(value) if isinstance(value, str) else None
+        return preview(f"[{label}] {self.raw}")
 
 
 class SystemLine(ParsedLine):
@@ -218,15 +124,15 @@ class SystemLine(ParsedLine):
     # ``system/init`` facts, typed: any other JSON value there is None.
     @property
     def model(self) -> str | None:
-        return _str_or_none(self.data.get("model")) or None
+        return str_or_none(self.data.get("model")) or None
 
     @property
     def cli_version(self) -> str | None:
-        return _str_or_none(self.data.get("claude_code_version")) or None
+        return str_or_none(self.data.get("claude_code_version")) or None
 
     @property
     def cwd(self) -> str | None:
-        return _str_or_none(self.data.get("cwd")) or None
+        return str_or_none(self.data.get("cwd")) or None
 
     @property
     def tools(self) -> list[Any]:
@@ -237,20 +143,20 @@ class SystemLine(ParsedLine):
         d = self.data
         sub = self.subtype or "?"
         if sub == "init":
-            return _short(f"init model={_text(d.get('model'))} tools={len(self.tools)} cwd={_text(d.get('cwd'))} "
-                          f"permission={_text(d.get('permissionMode'))} "
-                          f"version={_text(d.get('claude_code_version'))}")
+            return preview(f"init model={field_text(d.get('model'))} tools={len(self.tools)} cwd={field_text(d.get('cwd'))} "
+                          f"permission={field_text(d.get('permissionMode'))} "
+                          f"version={field_text(d.get('claude_code_version'))}")
         if sub == "api_retry":
             delay = finite(d.get("retry_delay_ms"))
-            return _short(f"api_retry attempt {_text(d.get('attempt'))}/{_text(d.get('max_retries'))} "
-                          f"status={_text(d.get('error_status'))} error={_text(d.get('error'))} "
+            return preview(f"api_retry attempt {field_text(d.get('attempt'))}/{field_text(d.get('max_retries'))} "
+                          f"status={field_text(d.get('error_status'))} error={field_text(d.get('error'))} "
                           f"delay={'?' if delay is None else format(delay, '.0f')}ms")
         if sub == "status":
-            return _short(f"status {_text(d.get('status'))}")
+            return preview(f"status {field_text(d.get('status'))}")
         if sub == "thinking_tokens":
-            return _short(f"thinking_tokens ~{_text(d.get('estimated_tokens'))}")
+            return preview(f"thinking_tokens ~{field_text(d.get('estimated_tokens'))}")
         extras = {k: v for k, v in d.items() if k not in ("type", "subtype", "session_id", "uuid")}
-        return _short(f"{sub} {as_text(extras, DISPLAY_MAX)}")
+        return preview(f"{sub} {as_text(extras, DISPLAY_MAX)}")
 
 
 def _blocks(message: Any) -> list[dict[str, Any]]:
@@ -264,7 +170,7 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
 
 class AssistantLine(ParsedLine):
     # ``blocks`` is read by display, the recorder, the rejection and final-text trackers: built
-    # once per line (issue #15: no work done twice per line).
+    # once per line (no work is done twice per line).
     __slots__ = ("_blocks",)
     type = "assistant"
 
@@ -302,22 +208,22 @@ class AssistantLine(ParsedLine):
         for b in self.blocks:
             kind = b.get("type")
             if kind == "text":
-                parts.append(_text(b.get("text"), DISPLAY_MAX))
+                parts.append(field_text(b.get("text"), DISPLAY_MAX))
             elif kind == "tool_use":
                 inp = b.get("input")
                 if isinstance(inp, dict) and isinstance(inp.get("command"), str):
-                    parts.append(f"{_text(b.get('name'))}: {_text(inp['command'], DISPLAY_MAX)}")
+                    parts.append(f"{field_text(b.get('name'))}: {field_text(inp['command'], DISPLAY_MAX)}")
                 else:
-                    parts.append(f"{_text(b.get('name'))}: {_text(inp)}")
+                    parts.append(f"{field_text(b.get('name'))}: {field_text(inp)}")
             elif kind in ("thinking", "redacted_thinking"):
-                parts.append(f"(thinking) {_text(b.get('thinking'))}")
+                parts.append(f"(thinking) {field_text(b.get('thinking'))}")
             else:
-                parts.append(f"({_text(kind)})")
+                parts.append(f"({field_text(kind)})")
         error = self.data.get("error")
-        prefix = f"[{_text(error)}] " if error else ""
+        prefix = f"[{field_text(error)}] " if error else ""
         if not parts:  # no block we can show: the line itself
-            return _short(prefix + f"[assistant] {self.raw}")
-        return _short(prefix + " | ".join(parts))
+            return preview(prefix + f"[assistant] {self.raw}")
+        return preview(prefix + " | ".join(parts))
 
 
 class UserLine(ParsedLine):
@@ -344,17 +250,17 @@ class UserLine(ParsedLine):
             if b.get("type") == "tool_result":
                 content = b.get("content")
                 if isinstance(content, list):  # content blocks instead of a string
-                    content = " ".join(_text(c.get("text")) for c in content[:50] if isinstance(c, dict))
+                    content = " ".join(field_text(c.get("text")) for c in content[:50] if isinstance(c, dict))
                 label = "tool error" if b.get("is_error") is True else "tool result"
-                parts.append(f"{label}: {_text(content)}")
+                parts.append(f"{label}: {field_text(content)}")
             elif b.get("type") == "text":
-                parts.append(_text(b.get("text")))
+                parts.append(field_text(b.get("text")))
             else:
-                parts.append(f"({_text(b.get('type'))})")
+                parts.append(f"({field_text(b.get('type'))})")
         prefix = "(synthetic) " if self.data.get("isSynthetic") is True else ""
         if not parts:
-            return _short(prefix + f"[user] {self.raw}")
-        return _short(prefix + " | ".join(parts))
+            return preview(prefix + f"[user] {self.raw}")
+        return preview(prefix + " | ".join(parts))
 
 
 class StreamEventLine(ParsedLine):
@@ -371,12 +277,12 @@ class StreamEventLine(ParsedLine):
             text = delta.get("text") or delta.get("partial_json") or delta.get("thinking") or ""
             sub = delta.get("type")
             if type(kind) is str and type(sub) is str and type(text) is str:
-                # Over half the lines of a stream (issue #15): _short cleans the joined text, the
-                # same as cleaning each part as _text does (one character for one), so only cut.
+                # Over half the lines of a stream: preview cleans the joined text, the
+                # same as cleaning each part as field_text does (one character for one), so only cut.
                 limit = DISPLAY_MAX * 2
-                return _short(f"{kind[:limit]} {sub[:limit]} {text[:limit]}")
-            return _short(f"{_text(kind)} {_text(sub)} {_text(text)}")
-        return _short(_text(kind))
+                return preview(f"{kind[:limit]} {sub[:limit]} {text[:limit]}")
+            return preview(f"{field_text(kind)} {field_text(sub)} {field_text(text)}")
+        return preview(field_text(kind))
 
 
 class ResultLine(ParsedLine):
@@ -467,7 +373,7 @@ class ResultLine(ParsedLine):
 
     def display(self) -> str:
         cost = self.total_cost_usd
-        bits = [f"result {self.subtype}", f"is_error={_text(self.data.get('is_error'), 20) or 'null'}"]
+        bits = [f"result {self.subtype}", f"is_error={field_text(self.data.get('is_error'), 20) or 'null'}"]
         if self.api_error_status is not None:
             bits.append(f"api_status={self.api_error_status}")
         if self.num_turns is not None:
@@ -480,7 +386,7 @@ class ResultLine(ParsedLine):
             bits.append("errors=" + "; ".join(errors))
         elif self.is_error and self.result_text:
             bits.append(self.result_text)
-        return _short(" ".join(bits))
+        return preview(" ".join(bits))
 
 
 class ArrayLine(ParsedLine):
@@ -494,7 +400,7 @@ class ArrayLine(ParsedLine):
 
     def __init__(self, raw: str, data: list[Any]) -> None:
         super().__init__(raw, data)
-        self.items = [parse_obj(_compact(item), item) if isinstance(item, dict) else UnknownLine(_compact(item), item)
+        self.items = [parse_obj(compact(item), item) if isinstance(item, dict) else UnknownLine(compact(item), item)
                       for item in data]
 
     @property
@@ -506,7 +412,7 @@ class ArrayLine(ParsedLine):
 
     def display(self) -> str:
         kinds = [item.type for item in self.items]
-        return _short(f"array of {len(kinds)} messages: {', '.join(kinds)}")
+        return preview(f"array of {len(kinds)} messages: {', '.join(kinds)}")
 
 
 _BY_TYPE: dict[str, type[ParsedLine]] = {
@@ -544,7 +450,7 @@ def parse_line(line: bytes | str, *, screened: bool = False) -> ParsedLine | Non
     :class:`TextLine` holding the line as printed, with a note why.
 
     ``screened``: the caller has made sure the line holds no match of :data:`SCREEN_PATTERN`, so
-    the faster decoder gives the same value (issue #15; the recorder screens whole batches at once).
+    the faster decoder gives the same value (the recorder screens whole batches at once).
     """
     if isinstance(line, bytes):
         try:

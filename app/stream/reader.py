@@ -22,8 +22,11 @@ Memory is bounded by the longest line (or the cap) plus one chunk.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import BinaryIO, Protocol
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1024 * 1024
 MAX_LINE = 256 * 1024 * 1024

@@ -1,38 +1,16 @@
-"""Alerts in (issue #13): from parsed alerts to incidents, and to a tier-1 look when one opens.
+"""Alerts in: from parsed alerts to incidents, and to a tier-1 look when one opens.
 
-Why here: alerts are applied to the incidents (``store.alert_incidents.observe_alerts``) like a
-probe result, but what follows is the supervisor's business — start a cycle, or queue it when one
-is running, and start queued runs when the cycle is free again. :func:`receive_alerts` is the one
-function every alert goes through and returns each alert's incident :class:`Change`: the place
-where a notification about incident changes belongs.
-
-A delivery is cut into batches first (``app.engine.alerts.batches``): with
-``TIEROPS_ALERT_GROUPING=group`` (the default) the alerts of one Alertmanager/Grafana group share
-one incident, written in one transaction, so a group opens, worsens or resolves once, starts at
-most one investigation (its prompt lists the group's alerts) and is told once; with
-``fingerprint``, and for payloads without a groupKey, every alert is its own incident. Each alert
-still gets its own :class:`AlertOutcome` (the API lists each), sharing its batch's change and run.
-
-When an alert *opens* an incident, the escalation rules of ``app/engine/incidents.decide`` apply
-(silenced keys, info severity, flapping are held; updates and resolutions never start anything)
-and, with ``TIEROPS_MAX_TIER`` ≥ 1 and the claude CLI present, tier 1 starts with the alert as
-its operator request (:func:`app.engine.alerts.alert_section`). If a cycle runs, or runs already
-wait, the run is queued (``store.run_queue.enqueue_investigation``: FIFO, kept across restarts).
-
-**An alert storm loses nothing.** Every alert is recorded and told whatever the queue holds; the
-queue's bound (``TIEROPS_ALERT_QUEUE_MAX``) is checked inside the transaction that queues, and
-investigations are coalesced: one per incident (a group's alerts share theirs), and a queued run
-for an incident of a service absorbs every further incident of that service while it waits (its
-prompt names each: :func:`app.engine.alerts.joined_section`; when it starts, every still-open
-incident it lists is marked escalated). An incident whose investigation cannot be queued (the
-queue full and no run of its service waiting), or cannot start at all (no claude CLI, the model
-tiers paused), gets a timeline entry and the incident's own needs-attention flag, shown on the
-overview's "Needs attention" list until it is acknowledged or resolved
-(``store.alert_incidents.flag_attention``); its message says a human must look.
-
-:func:`work_queue` is the server's queue worker: it wakes when a cycle ends
-(``Supervisor.queue_wake``), when a run is queued, and every :data:`QUEUE_POLL_S` seconds, and
-starts the oldest queued run when no cycle is running (``Supervisor.run_queued``).
+Why here: alerts are applied to the incidents like a probe result (``store.alert_incidents``), but
+what follows is the supervisor's business — start a cycle, or queue it while one runs, and start
+queued runs when the cycle is free again. :func:`receive_alerts` is the one function every alert
+goes through: a delivery is cut into batches (an alert group shares one incident with
+``TIEROPS_ALERT_GROUPING=group``), each written in one transaction, escalated by the rules of
+``engine/incidents.decide`` and told once; every alert still gets its own :class:`AlertOutcome`.
+An alert storm loses nothing: every alert is recorded and told whatever the queue holds, queued
+investigations are coalesced per service (``store.run_queue.enqueue_investigation``), and one
+that can be neither started nor queued flags its incident for a human. :func:`work_queue` is the
+server's queue worker. The supervisor is seen as a :class:`~app.supervisor.cycle_start.CycleStarter`
+(no import of the scheduler, which imports this module); the story: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -43,18 +21,11 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from app.clock import utcnow
-from app.engine.alerts import (
-    Alert,
-    AlertBatch,
-    alert_section,
-    batches,
-    joined_line,
-    joined_section,
-    kept_labels,
-)
+from app.engine.alert_batches import AlertBatch, batches
+from app.engine.alert_texts import alert_section, joined_line, joined_section
+from app.engine.alerts import Alert, kept_labels
 from app.engine.incidents import Verdict, apply_maintenance, decide
 from app.errors import CycleBusy
 from app.logs import oneline
@@ -66,11 +37,9 @@ from app.store.alert_incidents import AlertDelivery, AlertEntry
 from app.store.incidents import Change
 from app.supervisor import news
 from app.supervisor.credentials import model_tiers_paused
-from app.supervisor.runner import CLINotFound, resolve_binary
+from app.supervisor.cycle_start import CycleStarter
+from app.supervisor.launch import CLINotFound, resolve_binary
 from app.vocab import FIRST_MODEL_TIER, IncidentStatus, Trigger
-
-if TYPE_CHECKING:
-    from app.supervisor.scheduler import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +111,7 @@ def delivery(batch: AlertBatch) -> AlertDelivery:
                          annotations=batch.annotations, group_resolved=batch.resolves_group, left_out=batch.left_out)
 
 
-async def receive_alerts(supervisor: Supervisor, alerts: Sequence[Alert]) -> list[AlertOutcome]:
+async def receive_alerts(supervisor: CycleStarter, alerts: Sequence[Alert]) -> list[AlertOutcome]:
     """Apply ``alerts`` to the incidents, one batch (a group, or an alert) at a time in the order
     they came, and start, queue or coalesce tier 1 once for each incident a batch opened that
     escalates. Returns one outcome per alert, in order; every alert is recorded, whatever the
@@ -182,7 +151,7 @@ def _log_change(batch: AlertBatch, change: Change | None) -> None:
             inc["key"], inc["service"] or "-", inc["severity"], batch.source, extra={"incident": inc["id"]})
 
 
-async def _investigate(supervisor: Supervisor, batch: AlertBatch, change: Change | None,
+async def _investigate(supervisor: CycleStarter, batch: AlertBatch, change: Change | None,
                        verdict: Verdict) -> RunOutcome:
     """Start or queue tier 1 for an incident the alert opened (or whose maintenance window ended)."""
     settings = supervisor.settings
@@ -241,7 +210,7 @@ async def _investigate(supervisor: Supervisor, batch: AlertBatch, change: Change
     return RunOutcome(queued_id=row["id"], coalesced=queued.kind == "coalesced")
 
 
-async def _needs_human(supervisor: Supervisor, incident_id: int, why: str) -> RunOutcome:
+async def _needs_human(supervisor: CycleStarter, incident_id: int, why: str) -> RunOutcome:
     """The investigation should start and cannot: the incident says why and needs attention."""
     await alert_incidents.needs_attention(supervisor.db, incident_id, attention_text(why))
     return RunOutcome(why_not=why, needs_human=True)
@@ -252,7 +221,7 @@ def attention_text(why: str) -> str:
     return f"not investigated: {why}; a human must look"
 
 
-async def run_next_queued(supervisor: Supervisor) -> int:
+async def run_next_queued(supervisor: CycleStarter) -> int:
     """Start the oldest queued run when no cycle is running: 1 if one started, else 0. A run that
     cannot start (tier above TIEROPS_MAX_TIER, the cycle failing before its session) or is no
     longer needed (its incident resolved meanwhile) is marked failed and the next one is tried."""
@@ -298,7 +267,7 @@ async def run_next_queued(supervisor: Supervisor) -> int:
     return 0
 
 
-async def work_queue(supervisor: Supervisor, poll: float = QUEUE_POLL_S) -> None:
+async def work_queue(supervisor: CycleStarter, poll: float = QUEUE_POLL_S) -> None:
     """The server's queue worker, until cancelled: first fail the claims a killed server left,
     then start queued runs whenever the cycle is free (woken by a cycle's end or a new run, and
     every ``poll`` s)."""
@@ -308,7 +277,7 @@ async def work_queue(supervisor: Supervisor, poll: float = QUEUE_POLL_S) -> None
     while True:
         supervisor.queue_wake.clear()
         try:
-            await supervisor.run_queued()
+            await run_next_queued(supervisor)
         except Exception:  # storage trouble now must not end the worker
             log.exception("the run queue worker failed; trying again in %.0f s", poll)
         with contextlib.suppress(TimeoutError):

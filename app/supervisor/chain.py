@@ -1,81 +1,24 @@
 """An escalation chain: tier N runs; if its routed escalation says ``needed``, tier N+1 runs.
 
-Steps of :func:`run_chain`:
+Steps of :func:`run_chain`: the tier's appended system prompt (``context.py``), the tier session
+(``session.py``), the session's findings applied to the incidents (a default-contract session),
+then the decision — stop, escalate, ask for an approval (:func:`request_approval`), or flag the
+session as needing a human, with why (the questions are ``guards.py``). Parent and child are linked
+both ways. Tiers only go up, so a chain never runs a tier twice and cannot loop. An interrupted
+session never escalates, nor does one whose cycle was stopped meanwhile (its ``Halt``); an
+escalation whose next tier cannot start flags its parent instead of vanishing, while a first tier
+that cannot start raises. What people are told is collected per session as incident news
+(``news.py``): one message per incident change with what the chain did about it, and an
+investigation's outcome at its end. The whole story: ARCHITECTURE.md, "The supervisor".
 
-1. build the tier's appended system prompt (role, memories, and the parent's handoff);
-2. run the tier session (spawn, stream, output recovery, finalize: ``session.py``);
-3. decide: stop when no escalation is needed; otherwise escalate to the next tier, unless the
-   decision cannot be acted on — the max tier is reached, the model was unreachable (an API
-   failure never escalates: the next tier would fail the same way), the session failed without
-   a decision, or the chain's budget is spent — in which case the session is marked as needing
-   human attention, with why;
-4. link parent → child (``escalated_to``) and child → parent (``parent_session_id``).
-
-An escalation whose next tier cannot even start (its row, folder or prompt cannot be created, a
-bug) never vanishes (issue #9 §4): the parent is flagged as needing attention with the error, the
-error is logged with its traceback, and the chain ends there. A first tier that cannot start
-raises, as before: there is no session to flag.
-
-Tier 0 and incidents (issue #12): every finished session with the default contract is applied
-to the incidents (``app/engine/incidents.py``). Tier 0 (the probe) asks to escalate whenever a
-check fails; the chain acts on it only when an incident opened, worsened, recurs past
-``TIEROPS_ESCALATE_AFTER`` or started flapping — otherwise it stops and records why on the session
-(``escalation_gate``). When it escalates, the incidents are marked escalated and given to tier 1
-with the keys to report them under, and every language-model tier gets the inventory. When no
-language model can run (the claude CLI is missing), the tier-0 session is flagged as needing
-attention with the incidents' evidence instead: tier 0 alone is a monitor.
-
-Approvals (issue #13): when the escalation would start a tier whose ``TIEROPS_TIERn_APPROVAL``
-is ``manual``, the chain stores a pending approval with the handoff that tier would get
-(:func:`request_approval`), records "waiting for approval #ID to run tier N" as the session's
-``escalation_gate`` and ends. Approvals are per incident: when one to run the same tier already
-waits for one of the chain's incidents, the escalation attaches to it instead (its handoff
-appended; approving runs the tier once). Once approved, ``run_chain(parent=…, handoff=…,
-incidents=…)`` continues the chain from that tier with the escalating session as parent (never
-gated again at that tier; a further escalation to another manual tier is).
-
-Maintenance windows: an incident a window holds never escalates (tier 0's gate says so; a
-language-model tier whose every incident is held stops there); when the window ends it escalates
-as if it had just opened (``app/engine/incidents.apply_maintenance``). An interrupted session
-(stopped by an operator or a shutdown) never escalates: the chain ends at it before deciding
-anything (its recorder did not even route a ``handoff.json`` escalation it wrote). A stop or a
-shutdown that lands between two tiers (the cycle's ``halt``) ends the chain too: the session that
-asked to escalate needs attention ("escalation to tier N not started: …"), no approval is
-requested, and no next tier starts.
-
-Messages (``news.py``): each session's incident changes become one message each, carrying what
-the chain did about them (escalated, waiting for approval #N, not escalated and why a human must
-look); an investigation (a chain beyond its first look, an alert's run, an approved continuation)
-ends with one outcome message. A needs-attention flag raised because of incidents is linked to
-them and follows them; a message of its own only when no incident carries it.
-
-Cooldowns (issue #13, ``app/engine/cooldowns.py``): tiers 2 and 3 are told the limits and what
-each service's window still allows (``context.cooldowns_block``). An escalation whose session
-proposes an action over its limit (``actions`` with result ``proposed``) is refused: the session
-needs attention instead (:func:`_cooldown_refusal`). A session that reports an action taken over
-its limit gets a warning event and ``attention`` (:func:`_flag_cooldowns_exceeded`).
-
-Dry run and budgets (issue #13): a dry run (``TIEROPS_DRY_RUN``, or ``dry_run`` for one run) holds
-for the whole chain, every tier it escalates to, and for a chain continued after an approval
-(from the parent's row); each language-model tier runs with read-only tools and is told to only
-say what it would do (``session.tools_for``, ``context.DRY_RUN_BLOCK``); tier 0 runs as always.
-Once the language-model tiers have cost ``TIEROPS_DAILY_BUDGET_USD`` today (UTC), no tier >= 1
-starts (:func:`daily_budget_spent`): an escalation sets ``attention`` on the session that asked
-for it, and a run that would start at tier 1 raises :class:`BudgetSpent` before any session
-exists. Tier 0 keeps running. A tier stopped by its own ``--max-budget-usd`` failed: ``_decide``
-gives it attention with the reason, and it does not escalate.
-
-Tiers only go up, so a chain never runs the same tier twice and cannot loop.
-
-Log lines (issue #10): an escalation once, when it is decided (from session, to tier, the
-model's reason), at INFO; a session that needs attention, with why, at WARNING. Both carry the
-session, chain and tier as fields; the child's own start line names its parent.
+Log lines: an escalation once, when it is decided (from session, to tier, the model's reason), at
+INFO; a session that needs attention, with why, at WARNING. Both carry the session, chain and tier
+as fields; the child's own start line names its parent.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -86,7 +29,6 @@ from app.engine.incidents import Verdict
 from app.errors import ConfigError
 from app.logs import oneline
 from app.notify.messages import NoticeSink
-from app.output.route import proposed_actions
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.probe.inventory import InventoryError, inventory_text, load_inventory
@@ -97,6 +39,7 @@ from app.store import memories as memory_store
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
 from app.supervisor import news
+from app.supervisor.approvals import needs_approval
 from app.supervisor.context import (
     cooldowns_block,
     handoff_block,
@@ -105,11 +48,18 @@ from app.supervisor.context import (
     system_prompt,
 )
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused
+from app.supervisor.guards import (
+    BudgetSpent,
+    cooldown_refusal,
+    daily_budget_spent,
+    held_by_maintenance,
+    model_tiers_unavailable,
+    why_a_human_looks,
+)
 from app.supervisor.halt import Halt, StopRequested
 from app.supervisor.hub import Hub
-from app.supervisor.runner import CLINotFound, resolve_binary
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
-from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Source, Trigger
+from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
 
@@ -126,26 +76,8 @@ def base_prompt(settings: Settings, tier: int, extra: str | None) -> str:
     return text
 
 
-def tier0_problem(settings: Settings, tier: int, *, custom_contract: bool = False) -> str | None:
-    """Why a run cannot start at ``tier`` (None: it can). Tier 0 needs a checks file, and always
-    reports with the default contract (the probe's output is the agent response)."""
-    if tier != PROBE_TIER:
-        return None
-    if settings.checks is None:
-        return "tier 0 runs the checks of a checks file: set TIEROPS_CHECKS (or pass --checks)"
-    if custom_contract:
-        return ("tier 0 (the probe) always reports with the default agent-response contract; an output schema or "
-                "mode applies to runs starting at tier 1 or above")
-    return None
-
-
 class PromptError(ConfigError):
     """A tier's prompt file cannot be read; the message names the file and the setting."""
-
-
-class BudgetSpent(ConfigError):
-    """A run would start a language-model tier after ``TIEROPS_DAILY_BUDGET_USD`` was spent today;
-    no session was created (the API answers 409, the CLI exits 2)."""
 
 
 async def run_chain(db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None, *,
@@ -251,11 +183,11 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                      extra={"session": result.pk, "chain": chain_id, "tier": tier})
             await news.send(notifier, news.notices(items))
             break
-        attention = await _decide(db, settings, row, result.api_failure, chain_id)
+        attention = await why_a_human_looks(db, settings, row, result.api_failure, chain_id)
         if attention is None and row["escalation_needed"] and halt is not None and halt.reason is not None:
             attention = f"escalation to tier {tier + 1} not started: {halt.reason}"  # stop means stop
         if attention is None and row["escalation_needed"]:
-            attention = await _cooldown_refusal(db, settings, row)
+            attention = await cooldown_refusal(db, settings, row)
         if attention is None and row["escalation_needed"]:
             try:  # read before escalating: a missing prompt file must not silently drop the escalation
                 tier_prompt = base_prompt(settings, tier + 1, prompt)
@@ -264,7 +196,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if attention is None and row["escalation_needed"] and row["tier"] != PROBE_TIER:
             attention = await daily_budget_spent(db, settings, tier + 1)  # tier 0's case: below, with its incidents
         if attention is None and row["escalation_needed"] and row["tier"] != PROBE_TIER \
-                and (window := _held_by_maintenance(verdict, about)):
+                and (window := held_by_maintenance(verdict, about)):
             await sessions.set_escalation_gate(db, result.pk, f"not escalated: {window}")
             await news.send(notifier, news.notices(items))
             break
@@ -283,7 +215,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             break
         escalating = verdict.escalate if verdict is not None and row["tier"] == PROBE_TIER else []
         escalating_ids = [inc["id"] for inc, _ in escalating]
-        if row["tier"] == PROBE_TIER and (missing := await _model_tiers_unavailable(db, settings)
+        if row["tier"] == PROBE_TIER and (missing := await model_tiers_unavailable(db, settings)
                                           or await daily_budget_spent(db, settings, tier + 1)):
             # Tier 0 alone is a monitor: the incident and its evidence are stored; a human is told
             # in the incident's own message.
@@ -302,7 +234,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if escalating:
             await incident_store.mark_escalated(db, escalating_ids, result.pk, f"escalated to tier {tier + 1}")
         handoff_incidents = incidents_block(escalating)
-        if _needs_approval(settings, tier + 1):  # an operator decides; the chain ends here
+        if needs_approval(settings, tier + 1):  # an operator decides; the chain ends here
             approval, attached = await request_approval(db, settings, row, chain, chain_id, tier + 1,
                                                         handoff_incidents, list(about))
             waiting = (approval["id"], tier + 1)
@@ -326,18 +258,6 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     return links
 
 
-def _held_by_maintenance(verdict: Verdict | None, about: Mapping[int, None]) -> str | None:
-    """Why a language-model tier's escalation must not run: every incident it reported is held by
-    a maintenance window (None: it may run)."""
-    if verdict is None or not verdict.maintenance:
-        return None
-    unresolved = [ch.incident["id"] for ch in verdict.changes if ch.kind != "resolved"]
-    if unresolved and all(pk in verdict.maintenance for pk in unresolved):
-        window = verdict.maintenance[unresolved[0]]
-        return f"in maintenance window {window.name} until {window.until}"
-    return None
-
-
 async def _needs_human(db: Database, session: Mapping[str, Any], why: str, incident_ids: Sequence[int] = ()) -> None:
     """Flag ``session`` as needing attention for ``incident_ids`` (the flag follows them)."""
     await sessions.set_attention(db, session["id"], why, incident_ids)
@@ -358,14 +278,14 @@ async def _start_tier(db: Database, settings: Settings, validator: OutputValidat
     if tier == PROBE_TIER:  # the probe reads its checks file, not a prompt: spend nothing on memories
         sysprompt = system_prompt(tier, settings.max_tier, "", None)
     else:
-        lifecycle = memory_store.MemoryLifecycle.from_settings(settings)  # decay and the stale floor (issue #11)
+        lifecycle = memory_store.MemoryLifecycle.from_settings(settings)  # decay and the stale floor
         failing = parent.get("escalation_failed_checks") if parent is not None else None
         sysprompt = system_prompt(tier, settings.max_tier,
                                   await memories_block(db, settings.memory_prompt_budget, lifecycle), handoff,
                                   inventory=_inventory(settings, failing if isinstance(failing, list) else []),
                                   incidents=handoff_incidents,
                                   cooldowns=await cooldowns_block(db, cooldown_engine.parse_limits(settings.cooldowns))
-                                  if tier > FIRST_MODEL_TIER else None,  # issue #13: the tiers that act
+                                  if tier > FIRST_MODEL_TIER else None,  # the tiers that act
                                   dry_run=dry_run)
     req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
                       trigger=Trigger.ESCALATION if parent else trigger,
@@ -378,12 +298,6 @@ async def _handoff(db: Database, parent: SessionRow, chain: list[SessionRow]) ->
     """What the next tier is told about ``parent``'s findings (without the incidents)."""
     checks = await findings.session_checks(db, parent["id"], fresh=True)
     return handoff_block(parent, checks, chain)
-
-
-def _needs_approval(settings: Settings, tier: int) -> bool:
-    """Issue #13: whether an escalation to ``tier`` waits for an operator (TIEROPS_TIERn_APPROVAL)."""
-    mode: str = getattr(settings, f"tier{tier}_approval", "auto")  # tier 0 is never escalated to
-    return mode == "manual"
 
 
 async def request_approval(db: Database, settings: Settings, row: SessionRow, chain: list[SessionRow],
@@ -419,7 +333,7 @@ async def _chain_so_far(db: Database, parent: SessionRow) -> list[SessionRow]:
 
 async def _track_incidents(db: Database, settings: Settings, row: SessionRow, chain_id: int,
                            *, routed: bool) -> Verdict | None:
-    """Issue #12: the session's findings into incidents. None when it was not tracked (a custom
+    """The session's findings into incidents. None when it was not tracked (a custom
     output contract, or a failure here: logged, and the chain goes on as without incidents)."""
     if not routed or row["status"] != SessionStatus.COMPLETED:
         return None
@@ -431,20 +345,8 @@ async def _track_incidents(db: Database, settings: Settings, row: SessionRow, ch
         return None
 
 
-async def _model_tiers_unavailable(db: Database, settings: Settings) -> str | None:
-    """Why tier 0 cannot hand over to a language model (None: it can): no claude CLI, or the model
-    tiers are paused because the API rejected these credentials (``credentials.py``)."""
-    if settings.max_tier < FIRST_MODEL_TIER:
-        return None  # _decide says it: the highest tier allowed is 0
-    try:
-        resolve_binary(settings.claude_bin, os.environ.get("PATH"))
-    except CLINotFound as exc:
-        return str(exc)
-    return await model_tiers_paused(db, settings)
-
-
 def _inventory(settings: Settings, failing: list[Any]) -> str | None:
-    """The checks file as the language-model tiers see it (issue #12); None without one."""
+    """The checks file as the language-model tiers see it; None without one."""
     if settings.checks is None:
         return None
     try:
@@ -456,58 +358,8 @@ def _inventory(settings: Settings, failing: list[Any]) -> str | None:
     return text
 
 
-async def daily_budget_spent(db: Database, settings: Settings, tier: int) -> str | None:
-    """Issue #13: why ``tier`` must not start now — the language-model tiers have cost
-    ``TIEROPS_DAILY_BUDGET_USD`` since 00:00 UTC — or None: it may (tier 0 always may)."""
-    if tier < FIRST_MODEL_TIER or settings.daily_budget_usd <= 0:
-        return None
-    spent = await sessions.model_cost_today(db, fresh=True)
-    if spent < settings.daily_budget_usd:
-        return None
-    return (f"daily budget spent: ${spent:.2f} of ${settings.daily_budget_usd:.2f} (TIEROPS_DAILY_BUDGET_USD); "
-            f"tier {tier} not started")
-
-
-async def _decide(db: Database, settings: Settings, row: SessionRow, api_failure: bool,
-                  chain_id: int) -> str | None:
-    """None to go on (or stop quietly); otherwise why a human must look."""
-    if row["status"] == SessionStatus.INTERRUPTED:
-        return None
-    if row["status"] == SessionStatus.FAILED:
-        if api_failure:
-            return f"tier {row['tier']} could not reach the model ({row['status_reason']}); not escalated"
-        return f"tier {row['tier']} failed: {row['status_reason']}"
-    if not row["escalation_needed"]:
-        if row["escalation_needed"] is None:
-            return f"tier {row['tier']} gave no escalation decision (source {row['source']})"
-        return None
-    if (row["tier"] or 0) >= settings.max_tier:
-        return f"escalation requested at tier {row['tier']}, the highest tier allowed (TIEROPS_MAX_TIER)"
-    if settings.chain_budget_usd > 0:
-        spent = await chains.chain_cost(db, chain_id)
-        if spent >= settings.chain_budget_usd:
-            return (f"escalation requested but the chain has spent ${spent:.2f} of its "
-                    f"${settings.chain_budget_usd:.2f} budget (TIEROPS_CHAIN_BUDGET_USD)")
-    return None
-
-
-async def _cooldown_refusal(db: Database, settings: Settings, row: SessionRow) -> str | None:
-    """Issue #13: why an escalation must not run — its handoff (the session's ``actions`` with
-    result ``proposed``) proposes an action the cooldown limits no longer allow; None: it may."""
-    if row["source"] != Source.STRUCTURED_OUTPUT or not (proposals := proposed_actions(row["structured_output"])):
-        return None
-    limits = cooldown_engine.parse_limits(settings.cooldowns)
-    over = cooldown_engine.over_limit([(kind, service) for kind, service, _, _ in proposals],
-                                      await cooldown_engine.active(db, limits, fresh=True), limits)
-    if over is None:
-        return None
-    kind, service, limit, next_allowed = over
-    return (f"escalation refused: it proposes {kind} of {cooldown_engine.service_name(service)}, over the cooldown "
-            f"limit {limit.text} (next allowed at {next_allowed or 'never: the limit is 0'})")
-
-
 async def _flag_cooldowns_exceeded(db: Database, settings: Settings, row: SessionRow, chain_id: int) -> str | None:
-    """Issue #13: a session that reports an action taken over its cooldown limit gets a warning
+    """A session that reports an action taken over its cooldown limit gets a warning
     event per (kind, service) and ``attention``; returns the attention text (None: within limits)."""
     over = await cooldown_engine.exceeded_by(db, cooldown_engine.parse_limits(settings.cooldowns), row["id"])
     if not over:

@@ -2,14 +2,15 @@
 
 The appended system prompt (``--append-system-prompt``, re-sent on every resume because the CLI
 does not persist it, reference §8) carries: the tier's role and limits, the most relevant active
-memories under a size budget (never stale ones; with their decayed confidence, issue #11), and
-for tiers 2-3 the previous tier's handoff and the chain so far, and the cooldowns: the limits and
-what each service's window still allows (issue #13). In a dry run it says so right
-after the role: the tools are read-only then, and the model reports what it would have done.
+memories under a size budget (never stale ones; with their decayed confidence), and for tiers 2-3
+the previous tier's handoff and the chain so far, and the cooldowns: the limits and what each
+service's window still allows. In a dry run it says so right after the role: the tools are
+read-only then, and the model reports what it would have done.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,8 @@ from app.engine import cooldowns
 from app.store import memories
 from app.store.db import Database
 from app.store.rows import CheckRow, IncidentRow
+
+log = logging.getLogger(__name__)
 
 ROLES = {
     0: "tier 0 (probe): the deterministic checks of the inventory; no language model",
@@ -30,7 +33,7 @@ async def memories_block(db: Database, budget: int, lifecycle: memories.MemoryLi
                          now: str | None = None) -> str:
     """Active memories by confidence, then recency, until ``budget`` characters are used.
 
-    With a ``lifecycle`` (``MemoryLifecycle.from_settings(settings)``; issue #11) the memories'
+    With a ``lifecycle`` (``MemoryLifecycle.from_settings(settings)``) the memories'
     decay is swept first — those fallen below the floor are marked stale — and the confidence
     shown and ordered by is the decayed one. Stale memories are never given, with or without it.
     ``now`` simulates time in tests."""
@@ -82,7 +85,7 @@ def handoff_block(parent: Mapping[str, Any], checks: Sequence[CheckRow], chain: 
 
 
 def incidents_block(escalating: Sequence[tuple[IncidentRow, str]]) -> str:
-    """The incidents that made the previous tier escalate (issue #12), with the keys to report
+    """The incidents that made the previous tier escalate, with the keys to report
     them under, so the model's findings update these incidents instead of opening new ones."""
     if not escalating:
         return ""
@@ -94,7 +97,7 @@ def incidents_block(escalating: Sequence[tuple[IncidentRow, str]]) -> str:
 
 
 async def cooldowns_block(db: Database, limits: Mapping[str, cooldowns.Limit], *, now: str | None = None) -> str:
-    """The cooldown limits and the active windows (issue #13): "restart api: 2 of 2 in 4h used,
+    """The cooldown limits and the active windows: "restart api: 2 of 2 in 4h used,
     next allowed at …; do not restart api, propose it instead". Empty without limits."""
     return cooldowns.prompt_block(await cooldowns.active(db, limits, now, fresh=True), limits)
 
@@ -112,10 +115,10 @@ DRY_RUN_BLOCK = (
 
 def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None, inventory: str | None = None,
                   incidents: str | None = None, cooldowns: str | None = None, *, dry_run: bool = False) -> str:
-    """``inventory``: the checks file as text (issue #12), given to the language-model tiers;
+    """``inventory``: the checks file as text, given to the language-model tiers;
     ``incidents``: :func:`incidents_block` of the escalation that started this tier;
     ``cooldowns``: :func:`cooldowns_block` (tiers 2 and 3, the tiers that act); ``dry_run``:
-    :data:`DRY_RUN_BLOCK` (issue #13)."""
+    :data:`DRY_RUN_BLOCK`."""
     parts = [
         f"You are TierOps {ROLES.get(tier, f'tier {tier}')}. Tiers above you: "
         f"{'none — you are the last automated tier; anything you cannot fix goes to a human' if tier >= max_tier else f'up to tier {max_tier}'}.",

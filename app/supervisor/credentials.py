@@ -10,7 +10,7 @@ credentials are the same, no tier >= 1 starts (:func:`model_tiers_paused`, asked
 run's start and before tier 0 escalates, and by ``run_tier_session`` itself); tier 0 keeps running.
 
 The fingerprint is the first 16 hex digits of a SHA-256 over the values of
-:data:`FINGERPRINT_VARS` in the CLI's environment (``runner.child_env``) and the stored login of
+:data:`FINGERPRINT_VARS` in the CLI's environment (``launch.child_env``) and the stored login of
 the CLI's HOME (``STATE_DIR/home/.claude/.credentials.json``, written by ``claude login``), never
 a value itself. Once the credentials a CLI would now get differ (a restart with a new key, a new
 login), the pause lifts by itself, logged, the first time anyone asks. There is deliberately no
@@ -33,7 +33,7 @@ from app.errors import ConfigError
 from app.logs import oneline
 from app.store import monitor_state
 from app.store.db import Database
-from app.supervisor.runner import child_env
+from app.supervisor.launch import child_env
 from app.vocab import FIRST_MODEL_TIER
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ FINGERPRINT_CHARS = 16
 
 class ModelTiersPaused(ConfigError):
     """A run would start a language-model tier while the model tiers are paused (rejected
-    credentials); no session was created. Refused like :class:`~app.supervisor.chain.BudgetSpent`
+    credentials); no session was created. Refused like :class:`~app.supervisor.guards.BudgetSpent`
     (the API answers 409, the CLI exits 2, a scheduled cycle is skipped)."""
 
 

@@ -1,35 +1,17 @@
-"""Following sessions another process runs, so one live view serves them all (issue #14).
+"""Following sessions another process runs, so one live view serves them all.
 
-Why: a live page replays a session's lines from the database and then waits on the in-process
-:class:`~app.supervisor.hub.Hub`, which only this process's recorders publish to. A session that
-``tierops run`` or ``tierops supervise`` runs against the same state directory (the same
-database) is written by another process: without this module its page froze until the stream's
-5 s idle check noticed the end. The :class:`Follower` tails the database for such sessions and
-publishes what it finds to the hub exactly as a recorder does (``hub.publish``, so each line's SSE
-frame is rendered once, however many pages watch), plus ``session_started``/``session_finished``.
-
-What it deliberately does (and does not):
-
-* Nothing while nobody subscribes: each period then costs one integer comparison, no query.
-* While someone subscribes: one indexed query for the supervised sessions still ``running``
-  (``store.processes.live_sessions``), every :data:`POLL_S` s while it follows a session, else
-  every :data:`DISCOVER_S` s (a page of this process's own session costs one query a second).
-  Those this process does not own (``Supervisor.owns``) are *foreign*. Only a foreign session whose ``line_count`` changed is read
-  (``store.activity.lines_after`` from the last line published): the count is committed with its
-  lines, so an unchanged count means nothing new. A live page of a foreign session therefore lags
-  by at most one period plus the other process's own flush (one read of its CLI's stdout).
-* No gap, no duplicate: a session is followed from its newest stored line when first seen, and
-  its subscribers are then sent one :data:`CATCH_UP` item, on which every stream replays from the
-  database after the last line *it* sent (``app/web/streams.py``); lines published twice are
-  dropped by their ``seq``.
-* A followed session that is no longer ``running``: its last lines, then ``session_finished`` with
-  its status (the page ends and reloads). One that appears while pages watch gets
-  ``session_started``.
-* A foreign session ``running`` while no process holds the cycle lock has lost its process (a
-  ``tierops run`` killed with SIGKILL; its CLI died with it through the parent-death signal). At
-  most every :data:`ABANDONED_CHECK_S` s the follower asks the supervisor to sweep
-  (``Supervisor.sweep_abandoned``, under the lock), which ends such rows ``interrupted`` with why;
-  the page then ends like any other.
+Why: a live page replays a session's lines from the database, then waits on the in-process
+:class:`~app.supervisor.hub.Hub`, which only this process's recorders publish to; a session that
+``tierops run`` or ``tierops supervise`` runs on the same database would freeze its page. The
+:class:`Follower` tails the database for such *foreign* sessions (those ``Supervisor.owns`` does
+not) and publishes what it finds exactly as a recorder does, plus ``session_started`` and
+``session_finished``. What it deliberately does: nothing while nobody subscribes (no query); else
+one indexed query every :data:`POLL_S` s while it follows a session, every :data:`DISCOVER_S` s
+otherwise, and lines read only for a session whose committed ``line_count`` moved. No gap, no
+duplicate: a session is followed from its newest line when first seen and its subscribers get one
+:data:`CATCH_UP` item (each stream replays what it has not sent; repeats are dropped by ``seq``).
+A foreign session ``running`` while no process holds the cycle lock lost its process: at most every
+:data:`ABANDONED_CHECK_S` s the follower asks the supervisor to sweep (``Supervisor.sweep_abandoned``).
 """
 
 from __future__ import annotations
@@ -47,7 +29,7 @@ from app.supervisor.hub import SESSION_FINISHED, SESSION_STARTED, Hub
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.2  # issue #14: how often followed sessions are polled while a page watches (100-250 ms asked)
+POLL_S = 0.2  # how often followed sessions are polled while a page watches (a live page wants 100-250 ms)
 DISCOVER_S = 1.0  # how often, while pages watch but nothing is followed, a foreign session is looked for
 ABANDONED_CHECK_S = 5.0  # how often a foreign session without a cycle lock holder triggers a sweep
 ERROR_BACKOFF_S = 2.0  # after a failed poll (storage trouble), before the next one

@@ -27,9 +27,9 @@ from typing import Any
 
 from app.logs import oneline
 from app.store import dashboard
-from app.supervisor.chain import daily_budget_spent
 from app.supervisor.credentials import pause_holds
-from app.supervisor.runner import CLINotFound, resolve_binary
+from app.supervisor.guards import daily_budget_spent
+from app.supervisor.launch import CLINotFound, resolve_binary
 from app.supervisor.scheduler import Supervisor
 from app.vocab import FIRST_MODEL_TIER
 

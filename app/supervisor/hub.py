@@ -1,4 +1,4 @@
-"""In-process publish/subscribe of live activity, for the dashboard's SSE streams (issue #4).
+"""In-process publish/subscribe of live activity, for the dashboard's SSE streams.
 
 Why bounded queues: ingestion must never wait for a browser. A subscriber whose queue is full is
 marked lagged, its queue is emptied and it receives one :data:`RESYNC` item: it then replays what
@@ -44,7 +44,7 @@ TICK = HubItem(TICK_KIND, None)
 class Inbox:
     """A bounded FIFO for one consumer: ``asyncio.Queue``'s interface as the hub and the streams use
     it (``put_nowait`` raising ``QueueFull``, ``get``, ``get_nowait``, ``empty``, ``qsize``) plus
-    :meth:`drain`, without its task accounting and putter/getter bookkeeping. Issue #15: at 100
+    :meth:`drain`, without its task accounting and putter/getter bookkeeping. Why: at 100
     subscribers every published row is a put per subscriber, and a stream takes everything queued
     at once (one write), so both ends are on the fan-out's hot path."""
 
@@ -108,7 +108,7 @@ class Subscription:
 
     def poke(self) -> None:
         """Wake the consumer with a :data:`TICK` unless something is queued already (then it wakes
-        anyway). Issue #15: the SSE streams' pings and idle checks come from one shared periodic
+        anyway). The SSE streams' pings and idle checks come from one shared periodic
         task calling this, instead of a timer per client per wait (``asyncio.timeout``)."""
         if self.queue.empty():
             self.queue.put_nowait(TICK)

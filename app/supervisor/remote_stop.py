@@ -1,25 +1,19 @@
-"""Stop a session wherever it runs: this process's, or one another process runs (issue #14).
+"""Stop a session wherever it runs: this process's, or one another process runs.
 
-Why: Stop used to reach only the sessions of the process serving the dashboard, but ``tierops
-run`` and ``tierops supervise`` write to the same state directory, and their sessions show on the
-same pages. Such a session's row records its CLI's pid, process group and start time
-(``store.processes``), which is what this module acts on:
+Why: ``tierops run`` and ``tierops supervise`` write to the same state directory as the server,
+and their sessions show on the same pages. Such a session's row records its CLI's pid, process
+group and start time (``store.processes``), which is what this module acts on:
 
 1. refuse (:class:`StopRefused`, 404/409 with why) a session that does not exist, is not
-   ``running``, has no CLI recorded yet, or whose recorded CLI cannot be verified: the pid *and*
-   the start time must match (``runner.recorded_process``, the rule the sweep's
-   ``kill_leftover`` applies), so a recycled pid is never signalled;
-2. record the request on the row (``stop_requested_at``/``_by``) *before* signalling, so the owning
-   process, reading it when its CLI exits (``session._spawn``), ends the session ``interrupted``
-   "stopped by an operator (who)" — the words of a local Stop — and not "the process died";
-3. SIGTERM the recorded process group, then in the background, after ``TIEROPS_KILL_GRACE`` s,
-   SIGKILL what is left (``runner.kill_leftover``, which checks the identity again) — the
-   escalation the runner applies to its own CLI.
+   ``running``, has no CLI recorded yet, or whose recorded CLI cannot be verified: pid *and* start
+   time must match (``process_groups.recorded_process``), so a recycled pid is never signalled;
+2. record the request on the row *before* signalling, so the owning process, reading it when its
+   CLI exits (``session._spawn``), ends the session ``interrupted`` "stopped by an operator (who)";
+3. SIGTERM the recorded process group, then after ``TIEROPS_KILL_GRACE`` s SIGKILL what is left
+   (``process_groups.kill_leftover``, which checks the identity again).
 
-The owning process then winds down as after a local Stop (an interrupted session escalates no
-further, so ``tierops run`` exits). What it deliberately does not do: signal the owning process
-itself, or act when the CLI is between two attempts (an output-recovery resume starting): that is
-refused with "try again", as no process can be verified then.
+It never signals the owning process itself, and refuses ("try again") while the CLI is between two
+attempts (an output-recovery resume starting): no process can be verified then.
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ import psutil
 
 from app.store import processes
 from app.store.processes import SessionProcess
-from app.supervisor.runner import kill_leftover, recorded_process
+from app.supervisor.process_groups import kill_leftover, recorded_process
 from app.tasks import spawn
 from app.vocab import SessionStatus, Trigger
 

@@ -1,53 +1,21 @@
 """One tier session: spawn the CLI, stream it into the recorder, recover its output, finalize.
 
-Output recovery (issue #3): a run that ends ``success`` without ``structured_output`` (the CLI
-lets a model answer in text, reference §5.4) or whose output fails TierOps' own validation is
-resumed in the same CLI session (``--resume <session_id>``, same cwd and HOME, ``--json-schema``
-and ``--append-system-prompt`` passed again because the CLI forgets them, §8) with a short prompt
-listing the validation errors. ``TIEROPS_OUTPUT_MAX_RETRIES`` bounds it. Each attempt is an
-``output_attempts`` row; after the last one the recorder falls back to markers / handoff.json
-and marks the session degraded. Failures (``is_error``, error subtypes, no result line) are not
-retried: they are recorded with their reason.
+* Output recovery: a run that completes without valid output is resumed in the same CLI session
+  (``--resume``, same cwd and HOME, every flag again) with a prompt listing the errors, at most
+  ``TIEROPS_OUTPUT_MAX_RETRIES`` times; failures are recorded with their reason, never retried.
+* Prompts: built from redacted text whatever the trigger, and never on the command line — the
+  prompt goes to stdin, the system prompt to ``SYSTEM_PROMPT_FILE`` (0600, rewritten before every
+  run). The database keeps exactly what the CLI was given.
+* A dry run gets read-only tools (:func:`tools_for`); a tier budget is ``--max-budget-usd``, and a
+  resume gets what is left of it (:func:`tier_budget`).
+* The CLI's identity is stored on the row as soon as it starts (for the sweep); any failure after
+  the row exists ends the session ``failed`` with why. Rejected credentials stop the CLI at once
+  and pause the model tiers (``credentials.py``); a Stop recorded by another process ends the
+  session ``interrupted`` by an operator. The CLI's own transcript goes once the session is final.
+  Why each rule: ARCHITECTURE.md, "The supervisor".
 
-Prompts (``runner.py``): every prompt and the appended system prompt are built from redacted
-text (the recorder's redactor: the environment's secrets and the dashboard token, and every
-known shape, ``app/redact.py``), whatever the trigger: an alert's annotations and labels are
-senders' text. Neither is ever on the command line: the prompt is written to the CLI's stdin and
-the system prompt to ``SYSTEM_PROMPT_FILE`` in the session's cwd (0600, rewritten before every
-run, resumes included, as the CLI forgets it on resume and the model may have changed the file),
-passed as ``--append-system-prompt-file``. The database keeps exactly what the CLI was given.
-
-The CLI's own transcript (``HOME/.claude/projects/…``, every tool output verbatim) is removed once
-the session is final, after output recovery (``app/engine/cli_transcripts.py``).
-
-Guards (issue #13): a dry run (``TierRequest.dry_run``) gets only the read-only rules
-(``READ_ONLY_TOOLS``) as ``--allowedTools``, never the tier's own (tiers 2-3 allow a general
-``Bash``), and ``Edit``, ``Write``, ``NotebookEdit`` plus the tier's own ``--disallowedTools``. A
-tier with ``TIEROPS_TIERn_MAX_BUDGET_USD`` gets ``--max-budget-usd``; the CLI counts it per
-process (a resume starts again from $0, ``tests/realcli/test_budget.py``), so a resume gets what
-is left of it, and none is started once it is spent.
-
-The CLI's pid, process group and start time are stored on the row as soon as it starts
-(``store.processes.record_process``), so a supervisor that dies without finalizing leaves enough
-for the next one to kill a CLI still running (``Supervisor.recover_interrupted``). Any failure
-after the row exists, even while preparing the run (its folder, its prompt file), ends the
-session ``failed`` with why, so no row is left ``running`` by an exception.
-
-Rejected credentials: the pinned CLI retries an HTTP 401 for about three minutes (reference §6,
-``f_api_401``). As soon as a read holds an ``api_retry`` with ``error_status`` 401 or 403 (or a
-result with that ``api_error_status``), the CLI's process group is killed (``RunningProcess.abort``,
-the kill of a timeout), the session ends ``failed`` with "API key rejected (HTTP 401 …): …what to
-do…", and the model tiers are paused (``credentials.py``) with a fingerprint of the credentials
-in the environment the CLI was given. While paused, no session of tier >= 1 starts here
-(:class:`~app.supervisor.credentials.ModelTiersPaused`, raised before the row exists).
-
-Stop from another process (issue #14, ``remote_stop``): that process records the request on the
-row, then signals the CLI's process group; when a CLI exits this module reads the request, so the
-session ends ``interrupted`` "stopped by an operator (who)" as a local Stop does, not as a crash.
-
-Log lines (issue #10): the session's start (id, tier, model, trigger, parent) and each output
-recovery resume at INFO, here; its end (status, reason, attempts, cost) once, by the recorder's
-finalize, the one place every session ends, which is told the chain for its fields.
+Log lines: the session's start (id, tier, model, trigger, parent) and each output recovery resume
+at INFO, here; its end once, by the recorder's finalize, the one place every session ends.
 """
 
 from __future__ import annotations
@@ -79,16 +47,9 @@ from app.supervisor.context import recovery_prompt
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
 from app.supervisor.halt import Halt
 from app.supervisor.hub import Hub
-from app.supervisor.runner import (
-    Launch,
-    LineSink,
-    ProcessIdentity,
-    ProcessOutcome,
-    RunningProcess,
-    build_argv,
-    child_env,
-    stdin_bytes,
-)
+from app.supervisor.launch import Launch, build_argv, child_env, stdin_bytes
+from app.supervisor.process_groups import ProcessIdentity
+from app.supervisor.runner import LineSink, ProcessOutcome, RunningProcess
 from app.tasks import spawn
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, AttemptKind, SessionStatus
 
@@ -106,8 +67,8 @@ class TierRequest:
     trigger: str
     parent_pk: int | None = None
     chain_id: int | None = None
-    spec: OutputSpec | None = None  # the output contract (issue #11); None: the default, native
-    dry_run: bool = False  # issue #13: read-only tools, told to only say what it would do
+    spec: OutputSpec | None = None  # the output contract; None: the default, native
+    dry_run: bool = False  # read-only tools, told to only say what it would do
 
 
 @dataclass
@@ -123,7 +84,7 @@ DRY_RUN_DISALLOWED = ("Edit", "Write", "NotebookEdit")
 
 def tools_for(cfg: TierConfig, dry_run: bool) -> tuple[list[str], list[str]]:
     """A run's ``--allowedTools`` and ``--disallowedTools``: the tier's own, or in a dry run the
-    read-only rules and the editing tools removed (issue #13)."""
+    read-only rules and the editing tools removed."""
     if not dry_run:
         return cfg.allowed_tools, cfg.disallowed_tools
     allowed = [rule.strip() for rule in READ_ONLY_TOOLS.split(",")]  # its rules hold no comma
@@ -131,7 +92,7 @@ def tools_for(cfg: TierConfig, dry_run: bool) -> tuple[list[str], list[str]]:
 
 
 def tier_budget(settings: Settings, tier: int) -> Budget | None:
-    """The tier's ``--max-budget-usd`` (issue #13); None without one (tier 0 costs nothing)."""
+    """The tier's ``--max-budget-usd``; None without one (tier 0 costs nothing)."""
     amount = {1: settings.tier1_max_budget_usd, 2: settings.tier2_max_budget_usd,
               3: settings.tier3_max_budget_usd}.get(tier, 0.0)
     return Budget(amount, f"TIEROPS_TIER{tier}_MAX_BUDGET_USD") if amount > 0 else None
@@ -151,8 +112,8 @@ class SessionHandle:
         self.stop_reason = STOPPED_BY_OPERATOR
 
     def stop(self, reason: str = STOPPED_BY_OPERATOR) -> None:
-        """Kill the session's CLI; ``reason`` is what the session row will say (issue #9 §2:
-        "interrupted" names who stopped it — an operator, or the supervisor shutting down)."""
+        """Kill the session's CLI; ``reason`` is what the session row will say ("interrupted"
+        names who stopped it — an operator, or the supervisor shutting down)."""
         if not self.stopped:
             self.stop_reason = reason
         self.stopped = True
@@ -218,10 +179,10 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         rec.cwd = str(cwd)
         env = child_env(home, settings.allowed_env())
         if req.tier == PROBE_TIER:
-            env["PYTHONPATH"] = str(PACKAGE_ROOT)  # the probe runs this package, installed or not (issue #12)
+            env["PYTHONPATH"] = str(PACKAGE_ROOT)  # the probe runs this package, installed or not
             # `serve`'s address, for a checks file's ${TIEROPS_SERVE_URL} (app/probe/variables.py)
             env.update({name: os.environ[name] for name in SERVE_VARIABLES if name in os.environ})
-        # Issue #11: native mode hands the schema to the CLI (--json-schema, its StructuredOutput
+        # Native mode hands the schema to the CLI (--json-schema, its StructuredOutput
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
         wire_schema = None if prompted else validator.wire_schema()
@@ -316,7 +277,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         forget_cli_transcript()  # no resume follows either way
         raise
     except Exception as exc:
-        # A bug (ours, or storage failing): the session failed, and the operator sees why (issue #8).
+        # A bug (ours, or storage failing): the session failed, and the operator sees why.
         log.exception("session %d: internal error", rec.session_pk, extra=rec.log_context)
         await rec.finalize(status=SessionStatus.FAILED, reason=f"internal error: {type(exc).__name__}: {exc}",
                            exit_code=exit_code, stderr_tail=stderr_tail or None)
@@ -375,7 +336,7 @@ async def _spawn(handle: SessionHandle, launch: Launch, sink: LineSink, settings
         log.exception("session %d: reading a stop request failed", pk, extra={"session": pk})
         by = None
     if by is not None:
-        # Issue #14: another process (the dashboard of a server) stopped this session by signalling
+        # Another process (the dashboard of a server) stopped this session by signalling
         # its CLI's process group; it recorded the request first, so the row tells the truth.
         handle.stop_reason, handle.stopped = f"{STOPPED_BY_OPERATOR} ({by})", True
         outcome.stopped = True

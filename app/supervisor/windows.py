@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
 
 from app.engine.incidents import decide
 from app.engine.maintenance import covering
@@ -25,11 +24,9 @@ from app.store import run_queue
 from app.store.incidents import Change
 from app.store.rows import IncidentRow
 from app.supervisor.credentials import model_tiers_paused
-from app.supervisor.runner import CLINotFound, resolve_binary
+from app.supervisor.cycle_start import CycleStarter
+from app.supervisor.launch import CLINotFound, resolve_binary
 from app.vocab import FIRST_MODEL_TIER, Trigger
-
-if TYPE_CHECKING:
-    from app.supervisor.scheduler import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +51,7 @@ def investigation_prompt(inc: IncidentRow, window: str) -> str:
     return "\n".join(lines)
 
 
-async def _why_no_model(supervisor: Supervisor) -> str | None:
+async def _why_no_model(supervisor: CycleStarter) -> str | None:
     settings = supervisor.settings
     if settings.max_tier < FIRST_MODEL_TIER:
         return f"TIEROPS_MAX_TIER={settings.max_tier}: no language model runs"
@@ -65,7 +62,7 @@ async def _why_no_model(supervisor: Supervisor) -> str | None:
     return await model_tiers_paused(supervisor.db, settings)
 
 
-async def end_of_windows(supervisor: Supervisor) -> int:
+async def end_of_windows(supervisor: CycleStarter) -> int:
     """Act on the alert and model incidents whose maintenance window ended; returns how many."""
     db, settings = supervisor.db, supervisor.settings
     count = 0
@@ -94,7 +91,7 @@ async def end_of_windows(supervisor: Supervisor) -> int:
     return count
 
 
-async def _investigate(supervisor: Supervisor, row: IncidentRow, change: Change, window: str) -> str:
+async def _investigate(supervisor: CycleStarter, row: IncidentRow, change: Change, window: str) -> str:
     """Queue the tier-1 run the window held back; the line the incident's message carries."""
     verdict = decide([change], supervisor.settings.escalate_after, after_maintenance={row["id"]: window})
     if not verdict.escalate:

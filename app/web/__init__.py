@@ -1,1 +1,5 @@
-"""The dashboard and REST API (issue #4): starlette app, pages, SSE streams, security."""
+"""The dashboard and REST API: the starlette app, what its two rooms share, ``api/`` and ``pages/``."""
+
+import logging
+
+log = logging.getLogger(__name__)

@@ -2,9 +2,10 @@
 
 Lifespan order (the only startup hook starlette has): open the store (migrations run there),
 mark sessions a dead supervisor left ``running`` as interrupted, then start the scheduler and
-the daily prune (``TIEROPS_RETENTION_DAYS``, issue #10), the approvals' expiry watch (issue
-#13) and the follower of sessions other processes run (issue #14); on shutdown stop running
-sessions' process groups, cancel those tasks, close the store. One uvicorn worker: the scheduler and the SSE hub live in this process.
+the daily prune (``TIEROPS_RETENTION_DAYS``), the approvals' expiry watch, the run queue's
+worker and the follower of sessions other processes run; on shutdown stop running sessions'
+process groups, cancel those tasks, close the store. One uvicorn worker: the scheduler and the SSE
+hub live in this process.
 
 Errors are rendered in one place: an :class:`~app.web.common.ApiError` (or any HTTP error)
 raised by a handler becomes JSON ``{error, detail}`` under ``/api/`` and for SSE streams, and
@@ -51,21 +52,8 @@ from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
 from app.tasks import stop as stop_task
 from app.vocab import ServiceStatus
-from app.web import (
-    api,
-    approval_pages,
-    config_pages,  # issue #14: /config, /cooldowns, /stats, /api/docs
-    cooldown_pages,
-    docs_pages,
-    incident_pages,
-    maintenance_pages,
-    memory_pages,
-    notification_pages,
-    pages,
-    schema_pages,
-    stats_pages,
-    streams,
-)
+from app.web import streams
+from app.web.api import routes as api
 from app.web.auth import (
     COOKIE,
     COOKIE_MAX_AGE,
@@ -80,6 +68,8 @@ from app.web.auth import (
 )
 from app.web.common import ApiError, WebState, json_error, state
 from app.web.faults import StorageFaults
+from app.web.pages import routes as pages
+from app.web.pages.forms import read_form
 from app.web.templating import WEB_DIR, error_page, page
 
 log = logging.getLogger(__name__)
@@ -95,10 +85,10 @@ class Metrics:
         self.lines = Gauge("tierops_ingest_lines_total", "Stream lines stored", registry=self.registry)
         self.sse = Gauge("tierops_sse_clients", "Open SSE subscriptions", registry=self.registry)
         self.busy = Gauge("tierops_cycle_running", "1 while a cycle runs", registry=self.registry)
-        # issue #13: notifications by status (pending, sent, failed, suppressed, digested)
+        # notifications by status (pending, sent, failed, suppressed, digested)
         self.notifications = Gauge("tierops_notifications_total", "Stored notifications", ["status"],
                                    registry=self.registry)
-        # issue #12: incidents and the probe's checks
+        # incidents and the probe's checks
         self.incidents = Gauge("tierops_incidents_open", "Unresolved incidents", ["service", "severity", "status"],
                                registry=self.registry)
         check = ["check", "service"]
@@ -140,7 +130,7 @@ class Metrics:
 
 
 async def healthz(request: Request) -> Response:
-    """Issue #13: an honest health check, unauthenticated and cheap, deciding exactly what the
+    """An honest health check, unauthenticated and cheap, deciding exactly what the
     overview's headline shows (``app/supervisor/health.py``). 503 ``unhealthy`` when the database
     cannot be written (a real write probe), when the schedule runs here and no cycle finished in
     time (``Supervisor.health``), or when the last ``TIEROPS_UNHEALTHY_AFTER`` cycles failed
@@ -176,9 +166,9 @@ async def login(request: Request) -> Response:
         return RedirectResponse(nxt, status_code=303)
     if request.method == "GET":
         return page(request, "login.html", {"next": nxt, "error": None})
-    form = await pages.read_form(request)
+    form = await read_form(request)
     nxt = safe_next(str(form.get("next") or "/"))
-    # Issue #14: throttled per client address before the (constant-time) compare; see auth.py.
+    # Throttled per client address before the (constant-time) compare; see auth.py.
     throttle: LoginThrottle = request.app.state.login_throttle
     addr = request.client.host if request.client else "unknown"
     if (wait := throttle.retry_after(addr)) is not None:
@@ -203,7 +193,7 @@ def _login_refused(request: Request, nxt: str, wait: int) -> Response:
 
 
 async def favicon(request: Request) -> Response:
-    """Issue #14: browsers ask for /favicon.ico whatever the page links; answer it (no 404 in logs)."""
+    """Browsers ask for /favicon.ico whatever the page links; answer it (no 404 in logs)."""
     return FileResponse(WEB_DIR / "static" / "favicon.ico", media_type="image/x-icon",
                         headers={"Cache-Control": "public, max-age=86400"})
 
@@ -254,17 +244,17 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
         await supervisor.recover_interrupted()
-        await supervisor.start()  # issue #13: the notification sender (stopped by shutdown below)
+        await supervisor.start()  # the notification sender (stopped by shutdown below)
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily; with
         # retention off too, for the claude CLI's own transcripts left behind (engine/retention.py).
         pruner = spawn(prune_daily(db, settings), "tierops-prune")
-        # Issue #13: pending approvals expire on time even when no cycle starts (checked every 30 s).
+        # Pending approvals expire on time even when no cycle starts (checked every 30 s).
         approvals_watch = spawn(supervisor.watch(), "tierops-watch")
-        # Issue #13: runs queued by alerts start when the cycle is free (woken when a cycle ends).
+        # Runs queued by alerts start when the cycle is free (woken when a cycle ends).
         run_queue_worker = spawn(work_queue(supervisor), "tierops-run-queue")
-        # Issue #14: live pages of sessions other processes run (tierops run/supervise, same database).
+        # Live pages of sessions other processes run (tierops run/supervise, same database).
         follower = spawn(Follower(db, hub, supervisor).run(), "tierops-follow")
         log.info("serving state %s (database %s); scheduled cycles %s; retention %s", settings.state_dir,
                  settings.db_path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
@@ -293,13 +283,6 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         Mount("/api/v1", routes=api.routes),
         *streams.routes,
         *pages.routes,
-        *memory_pages.routes,
-        *schema_pages.routes,
-        *incident_pages.routes,
-        *approval_pages.routes,
-        *maintenance_pages.routes,
-        *notification_pages.routes,
-        *config_pages.routes, *cooldown_pages.routes, *stats_pages.routes, *docs_pages.routes,  # issue #14
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
     ]
     app = Starlette(
@@ -317,7 +300,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
 def serve(settings: Settings, host: str, port: int) -> None:
     """Run uvicorn with one worker. Refuses a non-loopback bind without a token (:class:`ConfigError`).
 
-    Logging (issue #10): ``log_config=None`` leaves uvicorn's loggers without handlers of their
+    Logging: ``log_config=None`` leaves uvicorn's loggers without handlers of their
     own, so its startup and error lines go through the root handler of ``app.logs`` in the chosen
     format and level; uvicorn's access log is off and :class:`app.logs.AccessLog` writes one line
     per request on ``tierops.access`` instead, when ``TIEROPS_ACCESS_LOG`` is on (one format, no
@@ -341,7 +324,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
 def server_options() -> dict[str, str]:
     """uvicorn's ``loop`` and ``http``: uvloop and httptools when installed (uvicorn[standard]),
     else asyncio and h11. Named explicitly rather than "auto" so bench/sse.py measures what
-    ``serve`` runs (issue #15)."""
+    ``serve`` runs."""
     import importlib.util
 
     def have(name: str) -> bool:

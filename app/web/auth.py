@@ -1,33 +1,19 @@
 """Authentication and CSRF protection, as one pure ASGI middleware (SSE responses stream through
-untouched; starlette's BaseHTTPMiddleware would buffer them).
+untouched; starlette's BaseHTTPMiddleware would buffer them). The rules, in short (ARCHITECTURE.md,
+"Web", says why):
 
-* No token configured (``TIEROPS_TOKEN``/``TIEROPS_TOKEN_FILE`` unset): no login; ``tierops serve``
-  then refuses to bind anywhere but loopback.
-* Token configured: API calls need ``Authorization: Bearer <token>`` or the login cookie; pages
-  need the cookie (or the header) and redirect to ``/login`` otherwise. ``/healthz``, ``/login``
-  and ``/static`` stay open. The cookie is ``<expiry>.<HMAC-SHA256(token, expiry)>``: signed with
-  the token, so rotating the token logs everyone out; HttpOnly, SameSite=Lax.
-* Without a token, a request whose ``Host`` is not exactly ``localhost``, ``127.0.0.1`` or
-  ``[::1]`` (any port) is refused (DNS rebinding: a hostile page on a name resolving to 127.0.0.1
-  would otherwise be "same origin").
-* Webhook token (``TIEROPS_WEBHOOK_TOKEN``, issue #13): valid for ``POST``/``PUT /api/v1/alerts``
-  only, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (Alertmanager and Grafana can
-  set a header; some senders cannot). An alert sender then never holds the API token. The query
-  string is never logged (``app/logs.py`` writes the path alone). Without an API token the server
-  is loopback-only and alerts are accepted from there like every other call.
-* HTTP Basic, on that endpoint only (Alertmanager's ``basic_auth``, Grafana's contact point
-  options, legacy Grafana's webhook user/password): any user name, the webhook token or the API
-  token as the password. Elsewhere Basic credentials open nothing.
-* Login throttle (issue #14, :class:`LoginThrottle`): per client address, after
-  :data:`LOGIN_MAX_FAILURES` wrong tokens within :data:`LOGIN_WINDOW_S` seconds further attempts
-  get 429 with ``Retry-After`` until the oldest of those failures is a window old; a correct token
-  clears the address. At most :data:`LOGIN_MAX_CLIENTS` addresses are remembered (the least
-  recently failing is forgotten first), so a flood of addresses cannot grow memory. The address
-  is the TCP peer (no proxy headers are trusted): behind a reverse proxy all users share one.
-* CSRF: every POST/PUT/PATCH/DELETE (forms and API) is refused with 403 when the browser says it
-  comes from elsewhere: ``Sec-Fetch-Site`` other than same-origin/none, or an ``Origin`` whose host
-  differs from ``Host``. Scripts (curl, the API with a bearer token) send neither and pass.
-  Deliberately header-based rather than form tokens: no state, and the API and forms share it.
+* No token configured: no login, and a request whose ``Host`` is not exactly ``localhost``,
+  ``127.0.0.1`` or ``[::1]`` (any port) is refused (DNS rebinding).
+* A token configured: API calls need ``Authorization: Bearer <token>`` or the login cookie, pages
+  the cookie (else a redirect to ``/login``); :data:`OPEN_PATHS` stay open. The cookie is
+  ``<expiry>.<HMAC-SHA256(token, expiry)>``, HttpOnly, SameSite=Lax.
+* ``TIEROPS_WEBHOOK_TOKEN`` opens ``POST``/``PUT /api/v1/alerts`` only: as a bearer token, as
+  ``?token=``, or (like the API token) as the HTTP Basic password. Elsewhere Basic opens nothing.
+* :class:`LoginThrottle`: per client address, after :data:`LOGIN_MAX_FAILURES` wrong tokens within
+  :data:`LOGIN_WINDOW_S` seconds further attempts get 429 with ``Retry-After``; at most
+  :data:`LOGIN_MAX_CLIENTS` addresses are remembered.
+* CSRF: every POST/PUT/PATCH/DELETE is refused with 403 when the browser says it comes from
+  elsewhere (``Sec-Fetch-Site``, or an ``Origin`` whose host differs from ``Host``).
 """
 
 from __future__ import annotations
@@ -54,7 +40,7 @@ log = logging.getLogger(__name__)
 COOKIE = "tierops_session"
 COOKIE_MAX_AGE = 7 * 24 * 3600
 # the OpenAPI document holds no data; the favicon is asked for by browsers without credentials
-# /api/docs renders the (already open) OpenAPI document: no data, and a page, not a 401 (issue #14)
+# /api/docs renders the (already open) OpenAPI document: no data, and a page, not a 401
 OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json", "/api/docs", "/favicon.ico")
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 WEBHOOK_PATH = "/api/v1/alerts"  # the one endpoint TIEROPS_WEBHOOK_TOKEN and Basic open (POST, PUT)
@@ -93,7 +79,7 @@ def token_ok(token: str, offered: str | None) -> bool:
     return hmac.compare_digest(token.encode(), offered.encode())
 
 
-# Issue #14: login throttle limits (see the module docstring).
+# Login throttle limits (see the module docstring).
 LOGIN_MAX_FAILURES = 5
 LOGIN_WINDOW_S = 60.0
 LOGIN_MAX_CLIENTS = 4096

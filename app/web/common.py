@@ -1,6 +1,6 @@
 """Helpers every web module shares: app state access, errors, query and path parameters, and
 the one request-body reader (forms and the API), which stops reading as soon as a body is over
-its limit, and the JSON body parser every API module uses."""
+its limit, the JSON body parser every API module uses and how its texts are stripped."""
 
 from __future__ import annotations
 
@@ -110,6 +110,12 @@ def _integral(raw: str, name: str) -> int:
     return int(number)
 
 
+def limit_param(request: Request, bounds: tuple[int, int, int], name: str = "limit") -> int:
+    """``?limit=`` (or ``name``) within ``bounds``: (default, minimum, maximum), from :mod:`app.web.limits`."""
+    default, low, high = bounds
+    return int_param(request, name, default, minimum=low, maximum=high)
+
+
 def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> str | None:
     """An optional query parameter from a closed set (``app.vocab.values(SomeEnum)``)."""
     raw = request.query_params.get(name) or None
@@ -132,6 +138,18 @@ def path_int(request: Request, name: str = "id") -> int:
 
 
 M = TypeVar("M", bound=BaseModel)
+
+ASCII_SPACE = " \t\n\r\f\v"  # what is stripped: a set every regex engine agrees on (the document's patterns)
+
+
+def stripped(value: str | None, *, blank_ok: bool) -> str | None:
+    """Surrounding ASCII whitespace is dropped after the length check (maxLength counts what was sent)."""
+    if value is None:
+        return None
+    value = value.strip(ASCII_SPACE)
+    if not value and not blank_ok:
+        raise ValueError("must contain more than whitespace")
+    return value
 
 
 def _is_json(content_type: str) -> bool:

@@ -1,24 +1,21 @@
 """Storage conditions answer 503 with ``Retry-After`` and the reason, never a 500 with a traceback.
 
-Why a module of its own: a full disk, an I/O error or a database locked by another process past
-the busy timeout (``app.store.db.is_transient``, and the recorder's :class:`StorageUnavailable`)
-is not a bug of the request or of TierOps: the same request may succeed once an operator frees
-space. Every endpoint that writes and every form page can meet one, so the answer is decided
-here once, for all of them:
+A full disk, an I/O error or a database locked by another process past the busy timeout
+(``app.store.db.is_transient``, and the recorder's :class:`StorageUnavailable`) is not a bug of
+the request or of TierOps: the same request may succeed once an operator frees space. Every
+endpoint that writes and every form page can meet one, so the answer is decided here once:
 
 * :class:`StorageFaults`, an ASGI middleware inside the security middleware, turns an exception
-  any handler lets through into the 503 when a storage condition is behind it (the exception
-  itself or the one it was raised from), before the response started: JSON ``{error, detail}``
-  under ``/api/`` and for streams, the error page (with the reason) everywhere else. One WARNING
-  line is logged, without a traceback. Anything else is re-raised: a bug stays a 500, logged with
-  its traceback by the server.
+  any handler lets through into the 503 when a storage condition is behind it (the exception or
+  the one it was raised from), before the response started: JSON ``{error, detail}`` under
+  ``/api/`` and for streams, the error page elsewhere. One WARNING line, no traceback; anything
+  else is re-raised (a bug stays a 500).
 * :func:`unavailable` is the same answer as an :class:`~app.web.common.ApiError`, for handlers
   that catch a broad exception themselves (a cycle that failed before its first session).
 
-Deliberately not covered: a stream whose response already started (it ends; the client
-reconnects), and ``OSError`` in general (``is_transient`` counts every ``OSError`` for the
-recorder's retries; here only the errors of a disk that is full, read-only or failing are a
-storage condition, so a missing prompt file is not "storage").
+Not covered: a stream whose response already started (it ends; the client reconnects), and
+``OSError`` in general: only the errors of a disk that is full, read-only or failing count here,
+so a missing prompt file is not "storage".
 """
 
 from __future__ import annotations

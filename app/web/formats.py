@@ -1,17 +1,20 @@
 """How a value reads on the dashboard: costs, durations, counts and timestamps.
 
-One formatter per kind of value, used by the transcript fragments (:mod:`app.web.render`) and,
-as Jinja filters registered by :mod:`app.web.templating`, by every page: a cost reads the same in
-a result line and in a table. Split out of ``render`` when issue #14 added the ``<time>`` markup.
+One formatter per kind of value, used by the transcript fragments (:mod:`app.web.pages.render`)
+and, as Jinja filters registered by :mod:`app.web.templating`, by every page: a cost reads the
+same in a result line and in a table.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import UTC, datetime
 from typing import Any
 
 from markupsafe import Markup
+
+log = logging.getLogger(__name__)
 
 
 def is_number(value: Any) -> bool:
@@ -52,7 +55,7 @@ def fmt_utc(value: Any) -> str:
 
 
 def time_tag(value: Any) -> Markup:
-    """A stored timestamp as ``<time class="when" datetime="…Z" title="… UTC">…</time>`` (issue #14).
+    """A stored timestamp as ``<time class="when" datetime="…Z" title="… UTC">…</time>``.
 
     The text is the absolute UTC time, so a page without JavaScript (or left open for an hour)
     never shows a stale "3 min ago"; app.js turns it into relative text in the viewer's time zone,

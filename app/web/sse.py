@@ -1,23 +1,17 @@
-"""A bare Server-Sent Events response for the live session stream (issue #15).
+"""A bare Server-Sent Events response for the live session stream.
 
-Why not sse-starlette's ``EventSourceResponse`` here: py-spy of the server with 100 clients at
-1,000 lines/s (bench/sse.py) put ~47 % of the event loop's busy time in its machinery around
-each write (an anyio task group per response, an anyio ``move_on_after`` cancel scope per send
-for ``send_timeout``, anyio's backend lookup per scope), beside ~20 % in the socket writes
-themselves. :class:`EventStream` writes the bytes it is given straight to the ASGI ``send``.
+:class:`EventStream` writes the bytes it is given straight to the ASGI ``send``: sse-starlette's
+``EventSourceResponse`` spent ~47 % of the event loop's busy time around each write with 100
+clients (an anyio task group per response, a cancel scope per send; ARCHITECTURE.md, "Live
+view"). What it keeps, without a timer per client or per write:
 
-What it keeps, and how, without a timer per client or per write:
-
-* **Dropping a client that stops reading** (``send_timeout``): a write marks when it started;
-  one shared :class:`Ticker` per event loop looks at every open stream once a second and cancels
-  the request task of a stream whose write has waited longer than ``send_timeout`` (uvicorn's
-  ``send`` waits while the socket's buffers are full). The stream's producer sees a
-  ``CancelledError`` and its ``finally`` runs (the hub subscription is closed).
+* **Dropping a client that stops reading** (``send_timeout``): one shared :class:`Ticker` per
+  event loop looks at every open stream once a second and cancels the request task of a stream
+  whose write has waited longer; the producer's ``finally`` runs (the subscription is closed).
 * **Pings while idle**: the same tick calls the producer's ``wake`` hook for a stream that has
-  written nothing for a second; the producer then calls :meth:`EventStream.ping_if_due` (and any
-  idle check of its own). No ``asyncio.timeout`` per wait.
-* **Server shutdown**: uvicorn waits for open responses before it stops, so the ticker ends every
-  stream once uvicorn has been asked to exit (the browser reconnects with ``Last-Event-ID``).
+  written nothing for a second; the producer then calls :meth:`EventStream.ping_if_due`.
+* **Server shutdown**: uvicorn waits for open responses, so the ticker ends every stream once
+  uvicorn has been asked to exit (the browser reconnects with ``Last-Event-ID``).
 * **A client that goes away** is noticed by one task per stream waiting on ``receive()`` for
   ``http.disconnect`` (uvicorn ignores writes to a closed connection rather than failing them).
 """

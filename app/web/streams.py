@@ -1,27 +1,20 @@
 """Live SSE streams: a session's activity (``/sessions/{id}/stream``) and new events (``/events/stream``).
 
-Guarantees, and how:
+Guarantees, and how (ARCHITECTURE.md, "Live view", tells the whole path):
 
 * **No gaps, no duplicates across reconnects.** Each event's ``id`` is the activity row's
-  ``seq``. The stream subscribes to the hub *before* replaying from the database, then replays
-  every row after ``Last-Event-ID`` (or ``?after=``), then forwards live rows, skipping any whose
-  seq it has already sent. A reconnecting browser sends ``Last-Event-ID`` and gets exactly what
-  it missed.
-* **A slow client never slows ingestion.** The hub's queues are bounded and non-blocking; a
-  subscriber that falls behind gets one ``RESYNC`` and this stream replays from the database.
-  A client that stops reading altogether is dropped after ``SEND_TIMEOUT`` (``app.web.sse``).
-* **Cheap fan-out** (issue #15): each line's frame is rendered once (``Hub.prepare``), everything
-  queued for a client goes out in one write, straight to the ASGI ``send`` through
-  :class:`app.web.sse.EventStream` (sse-starlette's per-send machinery cost more than the socket
-  writes themselves: bench/sse.py under py-spy), with no timer per client per wait.
-* **Framing cannot break.** Event data is one line of JSON (newlines inside agent output are
-  escaped by ``json.dumps``), so a tool result containing ``event:`` or blank lines stays data.
-* The stream ends (``event: end``) when the session is no longer running.
-* **Whoever runs the session** (issue #14): a session another process runs on the same database
-  reaches the hub through ``supervisor/follow.py``, which polls for its new lines while someone
-  watches; when it starts following a session it sends ``CATCH_UP``, on which this stream replays
-  from the database after the last line it sent (silently: no ``resync`` event), so nothing
-  committed between this stream's replay and the follower's start is missed.
+  ``seq``. The stream subscribes to the hub *before* replaying from the database, replays every
+  row after ``Last-Event-ID`` (or ``?after=``), then forwards live rows it has not sent yet.
+* **A slow client never slows ingestion.** The hub's queues are bounded; a subscriber that falls
+  behind gets one ``RESYNC`` and replays from the database. A client that stops reading is
+  dropped after ``SEND_TIMEOUT`` (``app.web.sse``).
+* **Cheap fan-out**: each line's frame is rendered once (``Hub.prepare``); everything queued for a
+  client goes out in one write through :class:`app.web.sse.EventStream`.
+* **Framing cannot break.** Event data is one line of JSON, so a tool result containing
+  ``event:`` or blank lines stays data. The stream ends (``event: end``) when the session stops.
+* **Whoever runs the session**: another process's session reaches the hub through
+  ``supervisor/follow.py``; on its ``CATCH_UP`` this stream replays from the database after the
+  last line it sent (silently), so nothing committed before the follower began is missed.
 """
 
 from __future__ import annotations
@@ -44,7 +37,7 @@ from app.supervisor.follow import CATCH_UP
 from app.supervisor.hub import ACTIVITY, RESYNC_KIND, SESSION_FINISHED, TICK_KIND
 from app.vocab import SessionStatus
 from app.web.common import SQLITE_MAX_INT, ApiError, path_int, state
-from app.web.render import render_activity, render_event_row
+from app.web.pages.render import render_activity, render_event_row
 from app.web.sse import EventStream, frame
 
 log = logging.getLogger(__name__)
@@ -109,7 +102,7 @@ async def session_stream(request: Request) -> EventStream:
             finished = await session_status(st.db, pk) != SessionStatus.RUNNING
             checked = time.monotonic()
             while not finished:
-                # Issue #15: no timer here; a quiet stream is woken by a TICK from the shared ticker
+                # No timer here: a quiet stream is woken by a TICK from the shared ticker
                 await queue.wait()
                 items = queue.drain()  # everything queued goes out in one write
                 frames: list[bytes] = []
@@ -120,7 +113,7 @@ async def session_stream(request: Request) -> EventStream:
                             frames.append(item.sse or _activity_event(item.row))
                             last = item.row["seq"]
                     elif item.kind in (RESYNC_KIND, CATCH_UP):
-                        if item.kind == RESYNC_KIND:  # CATCH_UP is silent: the follower began (issue #14)
+                        if item.kind == RESYNC_KIND:  # CATCH_UP is silent: the follower began
                             frames.append(frame(json.dumps({"after": last}), "resync"))
                         if frames:
                             await stream.write(b"".join(frames))

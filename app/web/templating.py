@@ -1,6 +1,6 @@
 """The one Jinja environment of the dashboard: templates, filters and the context every page gets.
 
-Filters are registered here once (the value formatters live in :mod:`app.web.render`, which the
+Filters are registered here once (the value formatters live in :mod:`app.web.pages.render`, which the
 SSE fragments share); :func:`page` is the only way a handler renders a full page, so the nav,
 the log-out button and the ``?notice=`` banner are there on every page, error pages included.
 """
@@ -19,13 +19,13 @@ from app.units import every, human_interval, span
 from app.vocab import TIERS
 from app.web import limits
 from app.web.formats import fmt_cost, fmt_duration, fmt_int, fmt_utc, time_tag
-from app.web.render import render_json
+from app.web.pages.render import render_json
 
 log = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))  # autoescape on for .html
-# Issue #14: ``when`` is a <time> element (app.js makes it relative, in the viewer's zone); ``utc``
+# ``when`` is a <time> element (app.js makes it relative, in the viewer's zone); ``utc``
 # is the same instant as plain text, for attributes; ``every``/``interval`` say periods in words.
 templates.env.filters.update(cost=fmt_cost, duration=fmt_duration, when=time_tag, utc=fmt_utc, num=fmt_int,
                              as_json=render_json, every=every, interval=human_interval, span=span)

@@ -1,4 +1,4 @@
-"""Issue #11 in the engine: which contract a run gets (``contracts.resolve_spec``) and
+"""Output contracts in the engine: which contract a run gets (``contracts.resolve_spec``) and
 ``revalidate`` over stored outputs, on a real SQLite file with real captures ingested."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``app/engine/incidents.py`` (issue #12): reading a session for incidents, and the escalation
+"""``app/engine/incidents.py``: reading a session for incidents, and the escalation
 decision — when an incident opens, worsens or recurs past TIEROPS_ESCALATE_AFTER; never while
 acknowledged or silenced; once for flapping — and the session's proposed actions linked to the
 incident they would fix."""

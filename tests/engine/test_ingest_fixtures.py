@@ -21,8 +21,8 @@ NO_RESULT = ("failed", "none", False, 0, 0, 0, None)
 MAX_TURNS = ("failed", "none", False, 0, 0, 0, "error_max_turns")
 BAD_OUTPUT = ("failed", "none", False, 0, 0, 0, "error_max_structured_output_retries")
 NO_SESSION = ("failed", "none", False, 0, 0, 0, "error_during_execution")
-BUDGET = ("failed", "none", False, 0, 0, 0, "error_max_budget_usd")  # issue #13, our own capture
-# Not stream-json at all (issue #9 §6): the CLI printed nothing (it refused its flags or died
+BUDGET = ("failed", "none", False, 0, 0, 0, "error_max_budget_usd")  # our own capture
+# Not stream-json at all: the CLI printed nothing (it refused its flags or died
 # before its first line), or text output. `tierops ingest` refuses these and stores nothing.
 EMPTY = "is empty"
 NOT_STREAM = "is not a Claude Code stream-json file"
@@ -137,7 +137,7 @@ async def test_reingest_changes_nothing(db, validator, settings):
 
 
 async def test_a_run_stopped_at_its_budget_says_how_much_of_what(db, validator, settings):
-    # issue #13: ingested, the amount comes from the CLI's own error text ("Reached maximum budget ($0.15)")
+    # ingested, the amount comes from the CLI's own error text ("Reached maximum budget ($0.15)")
     report, _ = await ingest_path(db, fixture_stream("o_max_budget_usd"), validator, settings)
     assert report["status_reason"] == "budget exceeded: $0.18 of $0.15 (--max-budget-usd)"
     assert report["is_error"] is True and report["api_error_status"] is None

@@ -290,7 +290,7 @@ def test_summarize_without_any_result_line(v):
     assert s.degraded is False
 
 
-# -- issue #9 §1: whatever the stream held, the decision is storable ------------------------------
+# -- whatever the stream held, the decision is storable ------------------------------------------
 
 def test_hostile_output_is_sanitised_before_it_is_validated_and_kept(v):
     hostile = dict(VALID, extra={"n": float("nan"), "big": 2**80, "s": "cut \ud83d"})
@@ -320,7 +320,7 @@ def test_summarize_keeps_only_text_for_init_facts(v):
     assert (s.cli_model, s.cwd) == (None, "/w\ufffd")
 
 
-# -- output modes (issue #11) --------------------------------------------------------------------
+# -- output modes ---------------------------------------------------------------------------------
 
 def test_native_takes_a_valid_json_text_answer_before_spending_a_resume(v):
     text = "Here is my answer:\n```json\n" + json.dumps(VALID) + "\n```"

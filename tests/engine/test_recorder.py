@@ -106,7 +106,7 @@ async def test_unknown_marker_level_is_info_with_original(tmp_path, db, validato
 
 
 async def test_go_levels_error_and_fatal_are_critical(tmp_path, db, validator, settings):
-    """Issue #11: the Go original's levels keep their severity."""
+    """The Go original's levels keep their severity."""
     r = await ingest_lines(tmp_path, db, validator, settings,
                            [init(), text("[EVENT:FATAL:db] gone\n[EVENT:error:api-gw 2] 502s"), result(has_output=False)])
     assert [(e["level"], e["original_level"], e["service"]) for e in r["events"]] == [
@@ -182,7 +182,7 @@ async def test_interrupted_status_override(db, validator):
     assert (report["status"], report["status_reason"]) == ("interrupted", "stopped by operator")
 
 
-# -- issue #15: a batch is screened once; the result is the per-line redaction and parse ------------
+# -- a batch is screened once; the result is the per-line redaction and parse ----------------------
 
 def _batch_lines() -> list[bytes]:
     """Clean lines with every secret shape of the corpus between them (plain, JSON-escaped, at the
@@ -215,7 +215,7 @@ async def test_feed_batch_stores_what_per_line_redaction_and_json_give(db, valid
     stored = await db.fetchall("SELECT type, subtype, display, raw FROM activity WHERE session_pk = ? ORDER BY seq",
                                (rec.session_pk,))
     expected = []
-    for line in lines:  # the reference: decode, redact the whole line, json.loads (the path before #15)
+    for line in lines:  # the reference: decode, redact the whole line, json.loads (the per-line path)
         try:
             decoded = line.decode()
         except UnicodeDecodeError:
@@ -252,7 +252,7 @@ async def test_a_custom_redactor_is_called_on_every_line(db, validator):
 
 
 async def test_ingest_reads_ahead_across_chunks_and_hashes_every_byte(tmp_path, db, validator, settings):
-    """Issue #15: ingest hashes, frames and screens each 1 MiB read in a thread, one read ahead.
+    """Ingest hashes, frames and screens each 1 MiB read in a thread, one read ahead.
     Lines cut by a read boundary, a secret in such a line, a 3 MiB line and progress all hold."""
     import hashlib
 

@@ -1,4 +1,4 @@
-"""``app/engine/retention.py`` (issue #10): what a prune deletes and keeps, in what batches, the
+"""``app/engine/retention.py``: what a prune deletes and keeps, in what batches, the
 space it gives back, the report, and the server's daily prune, against real SQLite files and
 real session folders."""
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-# The real CLI captures live in the repository (issue #10: a lone clone runs the whole suite);
+# The real CLI captures live in the repository (a lone clone runs the whole suite);
 # scripts/sync-fixtures.sh refreshes them from ../shared/fixtures, where new captures arrive.
 FIXTURES = (REPO / "tests" / "fixtures" / "claude-code" / "2.1.197").resolve()
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"

@@ -318,7 +318,7 @@ def transform(text: str, mode: str, session_id: str | None) -> str | None:
         return None
     if mode == "no_structured" and obj.get("type") == "result" and "structured_output" in obj:
         # As d_text_only: success, no structured_output, and prose as the final text (a JSON text
-        # would be taken as an extracted answer, issue #11, and no recovery would happen).
+        # would be taken as an extracted answer, and no recovery would happen).
         del obj["structured_output"]
         obj["result"] = "Done: the checks are complete."
         text = _dump(obj)

@@ -1,4 +1,4 @@
-"""app/notify/heartbeat.py (issue #13): the dead-man pings of real Supervisor cycles (the fake
+"""app/notify/heartbeat.py: the dead-man pings of real Supervisor cycles (the fake
 CLI as a subprocess, a real SQLite file) reaching a real HTTP receiver on 127.0.0.1, in order,
 and a receiver that hangs or is gone costing the cycle nothing."""
 

@@ -1,4 +1,4 @@
-"""app/notify/sender.py (issue #13): real Apprise sending to a real HTTP receiver on 127.0.0.1,
+"""app/notify/sender.py: real Apprise sending to a real HTTP receiver on 127.0.0.1,
 a real SQLite file, and real Supervisor cycles with the fake CLI for the monitor's own notices.
 
 Apprise URLs under test: ``json://user:password@127.0.0.1:PORT/…`` (POSTs a JSON object with

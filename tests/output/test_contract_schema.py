@@ -1,5 +1,5 @@
-"""The pydantic models of the agent-response contract cannot drift from ``schemas/agent-response.json``
-(issue #11).
+"""The pydantic models of the agent-response contract cannot drift from
+``schemas/agent-response.json``.
 
 Two checks, each able to fail on its own:
 

@@ -1,5 +1,5 @@
-"""extract_json, format_section, recovery_section and validation_failure (issue #11: prompted mode,
-text answers in native mode, the failure record).
+"""extract_json, format_section, recovery_section and validation_failure (prompted mode, text
+answers in native mode, the failure record).
 
 No timing asserts: hostile inputs are checked against the caps that bound the work (size, depth,
 number of candidates), and each must end in an error rather than a value."""

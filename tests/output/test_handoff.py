@@ -51,7 +51,7 @@ def test_any_value_in_a_handoff_field_is_storable_text():
     assert parse_handoff('{"needed": false, "failed_checks": "one"}').failed_checks == ["one"]
 
 
-# -- the Go original's shape (issue #11) ------------------------------------------------------------
+# -- the Go original's shape -----------------------------------------------------------------------
 
 GO_HANDOFF = {
     "schema_version": 1,

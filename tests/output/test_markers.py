@@ -42,7 +42,7 @@ def test_level_may_have_spaces_around_it():
     assert parse_markers("[EVENT: error :db] boom").events == [MarkerEvent("critical", "db", "boom")]
 
 
-# -- names: up to the closing bracket (issue #11) ---------------------------------------------------
+# -- names: up to the closing bracket -------------------------------------------------------------
 
 def test_service_names_run_to_the_closing_bracket():
     m = parse_markers("[EVENT:critical:payments api v2] 5xx\n[EVENT:warning:web-1.example.com:8080] slow\n"
@@ -87,7 +87,7 @@ def test_unclosed_fence_hides_the_rest():
     assert not parse_markers("```\n[EVENT:info:x] y")
 
 
-# -- a marker repeated later in the session is one finding (issue #11) ------------------------------
+# -- a marker repeated later in the session is one finding -----------------------------------------
 
 def test_repeated_markers_across_text_blocks_are_one_each():
     m = MarkerSet()

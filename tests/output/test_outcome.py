@@ -51,7 +51,7 @@ def test_a_hostile_result_line_still_gives_a_storable_reason():
     assert '{"e":[1]}; \ufffd' in st.reason
 
 
-# --- issue #13: --max-budget-usd -------------------------------------------------------------------
+# --- a run stopped at --max-budget-usd -----------------------------------------------------------
 
 BUDGET_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code" / "2.1.197" / "o_max_budget_usd"
 

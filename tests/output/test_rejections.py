@@ -1,5 +1,5 @@
 """The CLI's own rejections of StructuredOutput calls, and the final text answer, read from the real
-captures (issue #11: every attempt counts).
+captures (every attempt counts).
 
 The expected rejections are written out from the captures (reference §5.3, §5.5), not derived
 from the code: which tool_use ids, on which lines, with which text."""
@@ -196,7 +196,7 @@ def test_content_blocks_and_odd_values():
     t = _run(_tool_use("a", {"n": 10**30, "f": 1e999}), _tool_result("a", [{"type": "text", "text": AJV_LEVEL}]))
     (r,) = t.rejections
     assert r.error_text == AJV_LEVEL and r.errors == LEVEL_ERRORS
-    assert r.input == {"n": None, "f": None}  # parser.json_safe: storable as is
+    assert r.input == {"n": None, "f": None}  # values.json_safe: storable as is
     t = _run(_tool_use("b", None), _tool_result("b", "x" * 50_000))
     assert len(t.rejections[0].error_text) == 10_000 and t.rejections[0].kind == "error"
 

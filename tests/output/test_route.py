@@ -106,7 +106,7 @@ def test_from_fallback_nothing_is_source_none():
     assert routed == Routed(source="none")
 
 
-# -- actions (issue #13) -------------------------------------------------------------------------
+# -- actions ----------------------------------------------------------------------------------------
 
 ACTIONS = [
     {"kind": "Restart", "service": " api  v2 ", "result": "done", "detail": "systemctl restart api"},

@@ -1,4 +1,4 @@
-"""Each kind of check against real targets on 127.0.0.1 (issue #12): the status mapping, the
+"""Each kind of check against real targets on 127.0.0.1: the status mapping, the
 evidence, the timeouts (a check never runs much past its own), secrets kept out of results, and
 command process groups killed."""
 

@@ -61,7 +61,7 @@ def test_the_probe_is_started_without_credentials_and_with_a_home_of_its_own(tmp
     checks = tmp_path / "checks.yaml"
     checks.write_text("checks:\n  - {name: pg, command: pg_isready, env: [PGPASSWORD, PGHOST]}\n"
                       "  - {name: lh, dns: localhost}\n")
-    # what runner.child_env gives the CLI (TIEROPS_CHILD_ENV_ALLOW=HTTPS_PROXY,SSL_CERT_FILE,MY_TOKEN),
+    # what launch.child_env gives the CLI (TIEROPS_CHILD_ENV_ALLOW=HTTPS_PROXY,SSL_CERT_FILE,MY_TOKEN),
     # plus what session.py adds for tier 0
     cli_env = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "HOME": str(cli_home),
                "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "CLAUDE_CODE_OAUTH_TOKEN": "o" * 20,

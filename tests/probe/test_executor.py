@@ -1,4 +1,4 @@
-"""``python -m app probe`` as the supervisor runs it (issue #12): a real subprocess with the claude
+"""``python -m app probe`` as the supervisor runs it: a real subprocess with the claude
 CLI's flags, its stdout read by the repo's own parser, its report checked against the bundled
 agent-response schema and ingested by ``tierops ingest``; a broken checks file, unknown flags and
 SIGTERM."""

@@ -1,4 +1,4 @@
-"""The checks file (issue #12): the documented example loads; every kind of mistake is reported
+"""The checks file: the documented example loads; every kind of mistake is reported
 at its ``FILE:LINE``, all at once; the prompt view hides secrets and stays small."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.paths import BUNDLED_DIR
-from app.probe.inventory import CheckSpec, Host, InventoryError, Problem, inventory_text, load_inventory
+from app.probe.inventory import CheckSpec, Host, InventoryError, inventory_text, load_inventory
+from app.probe.inventory_rules import Problem
 from app.probe.targets import DURATION_PATTERN, NAME_PATTERN, format_duration, parse_duration, split_host_port
 from app.vocab import Level
 from tests.probe.test_yamltext import laughs

@@ -1,4 +1,4 @@
-"""What the REAL claude CLI (2.1.197) does at its ``--max-budget-usd`` (issue #13), and what TierOps
+"""What the REAL claude CLI (2.1.197) does at its ``--max-budget-usd``, and what TierOps
 makes of it. Run against the fake Messages API: each response costs what the CLI computes from the
 usage the fake reports (about $0.09 for the CLI's ~19k-token first request).
 
@@ -41,7 +41,7 @@ import pytest
 from app.output.outcome import Budget, decide_status, usd
 from app.output.validate import OutputValidator
 from app.stream.parser import parse_line
-from app.supervisor.runner import build_argv
+from app.supervisor.launch import build_argv
 from tests.fakes.fake_anthropic import FakeAnthropic, bash, structured
 from tests.realcli.test_supervisor_e2e import (  # noqa: F401 (child_env is a fixture)
     ESCALATE,

@@ -1,9 +1,9 @@
-"""`tierops doctor` against the real Claude Code CLI 2.1.197 (issue #10): its --help has every
+"""`tierops doctor` against the real Claude Code CLI 2.1.197: its --help has every
 flag TierOps puts on the command line, and probing it writes nothing into the state directory."""
 
 from __future__ import annotations
 
-from tests.test_doctor import doctor, lines_by_check
+from tests.cli.test_doctor import doctor, lines_by_check
 
 
 def test_the_real_cli_passes_the_cli_check(tmp_path, claude_bin):

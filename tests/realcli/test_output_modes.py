@@ -1,4 +1,4 @@
-"""Issue #11 end to end: the REAL claude CLI 2.1.197 against the fake Messages API, in both output
+"""Output contracts end to end: the REAL claude CLI 2.1.197 against the fake Messages API, in both output
 modes, with a schema other than the agent-response contract, and the CLI's own rejections of a
 StructuredOutput call counted as attempts."""
 

@@ -1,4 +1,4 @@
-"""The schema rules of the pinned CLI still hold (issue #11).
+"""The schema rules of the pinned CLI still hold.
 
 ``scripts/capture-schema-rules.py`` recorded, per construct, what the real CLI 2.1.197 does with a
 ``--json-schema`` (offers the StructuredOutput tool verbatim, drops it silently, refuses to start…)
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from app.output import preflight
+from app.output import preflight, schema_walk
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "capture-schema-rules.py"
@@ -103,7 +103,7 @@ def test_rules_that_say_the_cli_drops_the_tool_are_backed_by_a_capture():
 
 
 def test_capture_cases_named_in_preflight_comments_exist():
-    source = Path(preflight.__file__).read_text(encoding="utf-8")
+    source = "".join(Path(m.__file__).read_text(encoding="utf-8") for m in (preflight, schema_walk))
     named = set()
     for m in re.finditer(r"captures? ((?:[a-z0-9]+(?:-[a-z0-9]+)+(?:,\s*|\s+and\s+|\)|:|;|\s)(?:#\s*)?)+)", source):
         named |= set(re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)+", m.group(1)))

@@ -372,7 +372,7 @@ async def test_tier1_can_read_a_host_file_outside_its_cwd(claude_bin, fake_api, 
         assert json.loads(row["permission_denials"]) == []
 
 
-# --------------------------------------------------------------------------- issue #12
+# --------------------------------------------------------------- tier 0 and incidents
 
 
 async def test_tier0_probe_failure_escalates_once_to_the_real_cli_with_the_evidence(

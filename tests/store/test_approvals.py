@@ -1,4 +1,4 @@
-"""``app/store/approvals.py`` against a real SQLite file (issue #13): an approval is created
+"""``app/store/approvals.py`` against a real SQLite file: an approval is created
 pending, decided once (approved or rejected, with who and why), expires after its time, and every
 decision is written on the escalating session in the same transaction."""
 

@@ -1,4 +1,4 @@
-"""``app/store/backup.py`` (issue #10): a consistent copy of a live database, while another process
+"""``app/store/backup.py``: a consistent copy of a live database, while another process
 writes to it, checked with ``PRAGMA integrity_check``; never a half-written or clobbered FILE."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #14's store reads and writes against a real SQLite file: acknowledging a session's
+"""The console's store reads and writes against a real SQLite file: acknowledging a session's
 needs-attention flag, the overview's open attention items, today's sessions, the incident tally,
 the per-service status grid (also timed at 10k sessions), which stream lines produced a session's
 findings (``app/store/provenance.py``) and when a memory turns stale."""

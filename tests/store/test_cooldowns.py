@@ -1,7 +1,7 @@
 """``app/store/cooldowns.py`` and the actions part of ``app/store/findings.py`` against a real SQLite
 file: which actions are written to ``cooldowns`` (a dry-run session's as dry runs), the window
 query, a session's taken actions, the newest actions, proposals and their incidents, and events
-TierOps raises itself (issue #13)."""
+TierOps raises itself."""
 
 from __future__ import annotations
 

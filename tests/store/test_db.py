@@ -69,7 +69,7 @@ async def _blocked_write_cancelled(path, db: Database) -> None:
 
 
 async def test_a_write_cancelled_inside_begin_leaves_no_transaction_behind(tmp_path):
-    """The cancellation found behind the "swallowed cancel" of issue #13's shutdown hangs: BEGIN
+    """The cancellation found behind a shutdown that hung on a "swallowed cancel": BEGIN
     still ran in aiosqlite's thread after the task had given up, leaving the writer inside a
     transaction nobody would end; the next write then failed ("cannot start a transaction within a
     transaction") and a loop catching Exception carried on — its cancellation lost."""

@@ -259,7 +259,7 @@ async def test_session_checks_and_cooldowns_keep_routing_order(db):
 
 async def test_deleting_a_session_drops_its_events_but_a_pruned_one_keeps_them(db):
     """delete_session replaces a half-done ingest: its events go with it. A prune deletes the row
-    only (migration 0004, ON DELETE SET NULL): the events stay, without a session (issue #10)."""
+    only (migration 0004, ON DELETE SET NULL): the events stay, without a session."""
     replaced, pruned = await session(db), await session(db)
     await add_events(db, replaced, ("warning", None, "nginx", "slow"))
     await add_events(db, pruned, ("critical", None, "db", "down"))

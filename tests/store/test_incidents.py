@@ -1,4 +1,4 @@
-"""``app/store/incidents.py`` against a real SQLite file (issue #12): one incident per episode,
+"""``app/store/incidents.py`` against a real SQLite file: one incident per episode,
 occurrences per cycle, auto-resolution, flapping, silence carried across reopenings, operator
 actions with who and when, and the read functions the API, pages and /metrics use."""
 

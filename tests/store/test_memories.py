@@ -142,7 +142,7 @@ async def test_memory_services_and_categories_are_distinct_and_sorted(db):
 
 
 async def test_a_memory_carries_its_lifecycle_fields(db):
-    """Issue #11: last seen (decay counts from it), stale and the contradiction link, in every row."""
+    """Last seen (decay counts from it), stale and the contradiction link, in every row."""
     m = await memories.create_memory(db, category="disk", value="v", service="db")
     assert (m["last_seen_at"], m["stale"], m["replaced_by"]) == (m["created_at"], False, None)
     assert set(m) == {"id", "service", "category", "value", "confidence", "active", "times_seen", "created_at",

@@ -1,4 +1,4 @@
-"""The memory lifecycle of issue #11 over simulated time: decay, stale and revived, contradiction.
+"""The memory lifecycle over simulated time: decay, stale and revived, contradiction.
 
 Time is simulated by the ``now`` every step takes (the session's end for what sessions teach, the
 reader's clock for decay), so months pass in milliseconds.

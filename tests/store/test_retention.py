@@ -1,4 +1,4 @@
-"""``app/store/retention.py`` and migration ``0004_retention`` against real SQLite files (issue #10).
+"""``app/store/retention.py`` and migration ``0004_retention`` against real SQLite files.
 
 The builders here (:func:`make_session`, :func:`make_chain`, :func:`age`) are shared by the
 engine and CLI retention tests: sessions are made through the real store functions (lines,
@@ -98,7 +98,7 @@ async def table_counts(db: Database) -> dict[str, int]:
 
 
 def make_old_database(path: Path) -> None:
-    """A database as TierOps made it before issue #10: migrations 0001-0003, auto_vacuum NONE."""
+    """A database as TierOps made it before retention: migrations 0001-0003, auto_vacuum NONE."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA page_size = 16384")
     conn.execute("PRAGMA journal_mode = WAL")

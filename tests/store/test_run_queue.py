@@ -1,4 +1,4 @@
-"""``app/store/run_queue.py`` against a real SQLite file (issue #13): a bounded FIFO of runs
+"""``app/store/run_queue.py`` against a real SQLite file: a bounded FIFO of runs
 waiting for a free cycle, claimed oldest first, put back when the claim loses the cycle, and the
 claims a killed server left behind marked failed; an alert's investigation queued, coalesced with
 a waiting run of its service, or flagged for a human when the queue is full, in one transaction."""

@@ -1,4 +1,4 @@
-"""``app/store/schemas.py``: the named output schema registry (issue #11), on a real SQLite file."""
+"""``app/store/schemas.py``: the named output schema registry, on a real SQLite file."""
 
 from __future__ import annotations
 

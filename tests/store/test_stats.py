@@ -1,6 +1,6 @@
-"""``app/store/stats.py`` against a real SQLite file (issue #14): per-day sums of a window, chain
+"""``app/store/stats.py`` against a real SQLite file: per-day sums of a window, chain
 sums and the chain roll-up, with sessions seeded through the store's own functions over several
-days, tiers and statuses (:func:`seed`, shared with tests/web/test_stats.py), then moved to their
+days, tiers and statuses (:func:`seed`, shared with tests/web/api/test_stats.py), then moved to their
 day the way tests/store/test_retention.py ages sessions."""
 
 from __future__ import annotations

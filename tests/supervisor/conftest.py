@@ -23,7 +23,7 @@ FAST = {
     "tier1_allowed_tools": "Read,Bash(df *)", "tier1_disallowed_tools": "Edit,Write",
     "tier2_allowed_tools": "Read,Bash", "tier2_disallowed_tools": "WebFetch",
     "tier3_allowed_tools": "Read,Bash,Edit", "tier3_disallowed_tools": "WebSearch",
-    # Issue #13: escalations to tier 3 wait for an approval by default; these tests are about
+    # Escalations to tier 3 wait for an approval by default; these tests are about
     # other things (tests/supervisor/test_approvals.py sets it to manual).
     "tier3_approval": "auto",
 }

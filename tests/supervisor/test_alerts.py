@@ -1,13 +1,14 @@
 """What ``receive_alerts`` (app/supervisor/alerts.py) answers per alert and hands to the notices:
 the alerts of one group share their incident's one change (told once) and each still gets its own
-answer. Against the real store; the whole path through the API is tests/web/test_alerts_api.py."""
+answer. Against the real store; the whole path through the API is tests/web/api/test_alerts.py."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from app.engine.alerts import batches, parse_payload
+from app.engine.alert_batches import batches
+from app.engine.alerts import parse_payload
 from app.store import alert_incidents
 from app.supervisor.alerts import AlertOutcome, RunOutcome, delivery, incident_changes
 

@@ -1,4 +1,4 @@
-"""The approval gate (issue #13): a chain escalating to a tier whose approval is manual stops with
+"""The approval gate: a chain escalating to a tier whose approval is manual stops with
 a pending approval; approving runs the rest of the chain from that tier (parent and child linked,
 the approved handoff given), rejecting or letting it expire flags the session; a busy supervisor
 refuses and leaves it pending. Real SQLite, the fake claude CLI, the real supervisor."""
@@ -16,7 +16,8 @@ from app.store import incidents
 from app.store import sessions as session_store
 from app.store.approvals import ApprovalStateError
 from app.supervisor.chain import PromptError, run_chain
-from app.supervisor.scheduler import AWAITING_APPROVAL, NEEDS_ATTENTION, CycleBusy, Supervisor, cycle_status
+from app.supervisor.cycle_health import AWAITING_APPROVAL, NEEDS_ATTENTION, cycle_status
+from app.supervisor.scheduler import CycleBusy, Supervisor
 from tests.fakes import claude_control as cc
 from tests.helpers import escalating, healthy, kill_leftovers, wait_until
 from tests.supervisor.test_probe_cycles import Target, checks_file

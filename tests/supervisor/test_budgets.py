@@ -1,4 +1,4 @@
-"""Budgets (issue #13): a tier's ``--max-budget-usd`` (TIEROPS_TIERn_MAX_BUDGET_USD) and the daily
+"""Budgets: a tier's ``--max-budget-usd`` (TIEROPS_TIERn_MAX_BUDGET_USD) and the daily
 budget of the language-model tiers (TIEROPS_DAILY_BUDGET_USD).
 
 The fake CLI logs each command line; a run the real CLI stopped at its budget is replayed from its
@@ -15,7 +15,8 @@ import pytest
 
 from app.engine.ingest import ingest_path
 from app.store import incidents, sessions
-from app.supervisor.chain import BudgetSpent, run_chain
+from app.supervisor.chain import run_chain
+from app.supervisor.guards import BudgetSpent
 from app.supervisor.scheduler import Supervisor
 from tests.fakes import claude_control as cc
 from tests.helpers import escalating, fixture_stream, healthy

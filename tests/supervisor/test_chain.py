@@ -231,3 +231,26 @@ async def test_missing_next_tier_prompt_does_not_lose_the_escalation(db, make_se
     rows = await sessions(db)
     # Either refused before tier 1 ran, or tier 1 is flagged for a human with why.
     assert rows == [] or (rows[0]["attention"] and "prompt file" in rows[0]["attention"])
+
+
+# --- an escalation whose child cannot start -------------------------------------------------
+
+async def test_an_escalation_whose_child_cannot_start_flags_the_parent(db, make_settings, validator, tmp_path):
+    """Tier 2's folder cannot be created (a file is in the way): the child row ends failed with
+    why (never left running), and tier 1 is flagged for a human. Before: run_chain raised, tier 1
+    said nothing and the child row stayed running."""
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(cc.new_session_id(), escalating())},
+        {"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    settings = make_settings(fake)
+    blocker = settings.state_dir / "sessions" / "2"  # the second session of a new database
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("in the way")
+    chain = await run_chain(db, settings, validator, None)
+    assert len(chain) == 1 and len(fake.invocations()) == 1
+    [parent] = chain
+    assert parent["status"] == "completed" and parent["escalation_needed"] is True
+    assert parent["attention"].startswith("escalation to tier 2 could not start: FileExistsError: ")
+    child = dict(await db.fetchone("SELECT * FROM sessions WHERE id = 2"))
+    assert child["status"] == "failed" and child["parent_session_id"] == parent["id"]
+    assert child["status_reason"].startswith("internal error: FileExistsError: ")

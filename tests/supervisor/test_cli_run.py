@@ -99,7 +99,7 @@ def test_run_text_output(tmp_path):
 
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "sigint-ignored"])
 def test_run_refused_at_once_while_a_cycle_holds_the_lock(tmp_path, sigint_ignored):
-    """Issue #10: the same when the whole test run started with SIGINT ignored (a background job
+    """The same when the whole test run started with SIGINT ignored (a background job
     of a non-interactive shell): the holder still stops on Ctrl-C through the loop's handler."""
     fake = cc.make_fake_claude(tmp_path / "bin", [
         {"lines": cc.structured_stream(cc.new_session_id(), healthy()), "mode": "hang", "after": 1}])

@@ -119,7 +119,7 @@ def test_recovery_prompt_lists_at_most_30_errors(count, shown):
 
 
 async def test_memories_block_with_a_lifecycle_decays_sweeps_and_reorders(db):
-    """Issue #11: what the tiers are told decays with age since last seen; below the floor a
+    """What the tiers are told decays with age since last seen; below the floor a
     memory is marked stale and left out."""
     life = MemoryLifecycle(half_life_days=30, floor=0.3)
     async with db.write() as conn:

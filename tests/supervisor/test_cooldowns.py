@@ -1,4 +1,4 @@
-"""Cooldowns enforced by the chain (issue #13): what tiers 2 and 3 are told, the escalation a
+"""Cooldowns enforced by the chain: what tiers 2 and 3 are told, the escalation a
 cooldown refuses, and an action reported over its limit — with the fake ``claude`` executable, a
 real SQLite file and the real chain."""
 

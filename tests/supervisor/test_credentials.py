@@ -25,7 +25,7 @@ from app.supervisor.credentials import (
     pause_model_tiers,
     read_pause,
 )
-from app.supervisor.runner import child_env
+from app.supervisor.launch import child_env
 from app.supervisor.scheduler import Supervisor
 from tests.fakes import claude_control as cc
 from tests.helpers import escalating, healthy

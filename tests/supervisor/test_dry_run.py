@@ -1,4 +1,4 @@
-"""Dry runs (issue #13): every language-model tier of the chain runs with the read-only rules only,
+"""Dry runs: every language-model tier of the chain runs with the read-only rules only,
 the editing tools removed, and a system-prompt section saying to change nothing; the rows say so.
 
 The fake CLI (tests/fakes/fake_claude.py) logs each command line as the real CLI would parse it;

@@ -1,4 +1,4 @@
-"""The follower (issue #14): sessions another real process runs on the same database reach this
+"""The follower: sessions another real process runs on the same database reach this
 process's hub, in order, while they run; nothing is polled while nobody watches; a session whose
 process died ends instead of staying "running" forever.
 
@@ -61,7 +61,7 @@ async def test_another_process_session_is_published_live_in_order(db, make_setti
         try:
             row = await running_row(run)
             pk = row["id"]
-            # "Cycle running" (issue #14): the other process holds the cycle lock, and is named
+            # "Cycle running": the other process holds the cycle lock, and is named
             assert sup.busy and f"pid {run.proc.pid}, manual cycle from tier 1" in (sup.cycle_holder or "")
             items = await until_finished(sub)
             assert await asyncio.to_thread(wait_exit, run) == 0, run.output()

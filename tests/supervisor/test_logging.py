@@ -1,4 +1,4 @@
-"""The log lines of cycles, sessions, escalations, attention, the sweep and storage retries (issue #10).
+"""The log lines of cycles, sessions, escalations, attention, the sweep and storage retries.
 
 ``tierops --log-format json run`` runs as a real subprocess against the fake CLI: its stderr is
 one JSON object per line, and the cycle's and sessions' lines carry their ids as fields. The

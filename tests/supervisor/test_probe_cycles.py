@@ -1,4 +1,4 @@
-"""Tier 0 in the real supervisor (issue #12): the probe (``python -m app probe``, a real
+"""Tier 0 in the real supervisor: the probe (``python -m app probe``, a real
 subprocess) runs a checks file against real local targets started here, its stream is ingested
 like a claude session's, and incidents decide when a language model (the fake ``claude``) runs.
 

@@ -15,7 +15,7 @@ from app.store import cooldowns as action_store
 from app.store import incidents as incident_store
 from app.supervisor.chain import run_chain
 from app.supervisor.scheduler import Supervisor
-from app.web import verdict
+from app.web.pages import verdict
 from tests.fakes import claude_control as cc
 from tests.helpers import healthy
 from tests.supervisor.test_probe_cycles import Target, checks_file

@@ -1,4 +1,4 @@
-"""Stop for a session another real process runs (issue #14, ``app/supervisor/remote_stop.py``):
+"""Stop for a session another real process runs (``app/supervisor/remote_stop.py``):
 the recorded CLI is verified (pid and start time), the request is recorded, the process group is
 signalled (SIGTERM, then SIGKILL after the grace), the owner records "stopped by an operator"
 and exits; what cannot be verified is refused and never signalled."""

@@ -1,5 +1,5 @@
 """app/supervisor/scheduler.py: one cycle at a time (in this process and across processes),
-recovery of sessions a killed supervisor left running, the schedule, Stop."""
+recovery of sessions a killed supervisor left running, the schedule, Stop, skips."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ async def test_second_cycle_in_the_same_process_is_refused_at_once(db, make_sett
 HOLDER = """
 import sys, time
 from pathlib import Path
-from app.supervisor.scheduler import _CycleLock
-lock = _CycleLock(Path(sys.argv[1]))
+from app.supervisor.cycle_lock import CycleLock
+lock = CycleLock(Path(sys.argv[1]))
 lock.acquire("schedule cycle from tier 1 (another process)")
 print("locked", flush=True)
 sys.stdin.read()  # hold until the test closes our stdin
@@ -103,7 +103,7 @@ async def test_cycle_held_by_another_process_is_refused_at_once(db, make_setting
         assert message.startswith(f"a cycle is already running (pid {holder.pid}, schedule cycle from tier 1 "
                                   "(another process), started 20")
         assert message.endswith("); try again when it has finished")
-        # issue #14: "Cycle running" is true while another process holds the lock, and names it
+        # "Cycle running" is true while another process holds the lock, and names it
         assert sup.busy and fake.invocations() == []
         assert (sup.cycle_holder or "").startswith(f"pid {holder.pid}, schedule cycle from tier 1 (another process)")
         # a scheduled cycle is skipped, not stacked, and the schedule goes on
@@ -346,72 +346,6 @@ async def test_a_stop_while_the_next_tier_is_being_prepared_starts_no_cli(db, ma
     assert [s["status"] for s in await sup.run_cycle()] == ["completed"]  # the next cycle runs as ever
 
 
-def test_cycle_lock_file_names_the_holder(tmp_path):
-    from app.supervisor.scheduler import _CycleLock
-
-    lock = _CycleLock(tmp_path / "state" / "cycle.lock")
-    lock.acquire("manual cycle from tier 2")
-    try:
-        data = json.loads((tmp_path / "state" / "cycle.lock").read_text())
-        assert data["pid"] == os.getpid() and data["what"] == "manual cycle from tier 2"
-        assert lock.held_elsewhere() is True  # another open file of this process counts too
-        with pytest.raises(CycleBusy, match=r"\(pid \d+, manual cycle from tier 2, started "):
-            _CycleLock(tmp_path / "state" / "cycle.lock").acquire("x")
-    finally:
-        lock.release()
-    assert lock.held_elsewhere() is False
-
-
-PROBER = """
-import sys
-from pathlib import Path
-from app.supervisor.scheduler import _CycleLock
-lock, probes = _CycleLock(Path(sys.argv[1])), 0
-print("probing", flush=True)
-while not Path(sys.argv[2]).exists():
-    lock.holder()
-    probes += 1
-print(probes, flush=True)
-"""
-
-CLAIMER = """
-import sys
-from pathlib import Path
-from app.supervisor.scheduler import CycleBusy, _CycleLock
-refused = 0
-for _ in range(int(sys.argv[2])):
-    lock = _CycleLock(Path(sys.argv[1]))
-    try:
-        lock.acquire("claim while probed")
-    except CycleBusy:
-        refused += 1
-        continue
-    lock.release()
-print(refused, flush=True)
-"""
-
-
-def test_probing_for_a_cycle_never_makes_a_claim_fail(tmp_path):
-    """/healthz, /metrics and the overview ask whether a cycle runs, in one process, while another
-    process claims cycles: no claim may be refused because of a probe (it would skip a scheduled
-    cycle). Two real processes, one probing and one claiming, as fast as they can."""
-    lock_path, stop = tmp_path / "state" / "cycle.lock", tmp_path / "stop-probing"
-    lock_path.parent.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    prober = subprocess.Popen([sys.executable, "-c", PROBER, str(lock_path), str(stop)], stdout=subprocess.PIPE,
-                              cwd=REPO, env=env, text=True)
-    try:
-        assert prober.stdout.readline() == "probing\n"
-        claimer = subprocess.run([sys.executable, "-c", CLAIMER, str(lock_path), "4000"], capture_output=True,
-                                 cwd=REPO, env=env, text=True, timeout=50)
-        assert claimer.returncode == 0, claimer.stderr
-    finally:
-        stop.touch()
-        probes = int(prober.communicate(timeout=10)[0])
-    assert probes > 100  # the probes ran beside the claims
-    assert int(claimer.stdout) == 0, f"{claimer.stdout.strip()} of 4000 claims refused while {probes} probes ran"
-
-
 async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, make_settings, validator, tmp_path):
     fake = quick(tmp_path)
     sup = Supervisor(db, make_settings(fake), validator)
@@ -430,7 +364,7 @@ async def test_cancelling_a_started_cycle_before_it_runs_releases_the_cycle(db, 
         sup._file_lock.release()  # let the other tests' state go even while the bug is there
 
 
-# -- skips are not failures; staleness with cron ---------------------------------------------------
+# -- skips are not failures --------------------------------------------------------------------------
 
 async def test_a_cycle_skipped_for_the_daily_budget_is_not_a_failure(db, make_settings, validator, tmp_path, caplog):
     """A scheduled cycle that may not start tier 1 (daily budget spent): no /fail ping, no count
@@ -465,40 +399,3 @@ async def test_a_cycle_skipped_for_the_daily_budget_is_not_a_failure(db, make_se
     assert [n for n in await notifications.recent(db, 10) if n["kind"] == "monitor"] == []
 
 
-def _weekday(now: datetime, weekday: int, hour: int) -> datetime:
-    """The latest ``weekday`` (0 = Monday) at ``hour``:00 UTC before ``now``."""
-    day = now.replace(hour=hour, minute=0, second=0, microsecond=0) - timedelta(days=(now.weekday() - weekday) % 7)
-    return day if day < now else day - timedelta(days=7)
-
-
-def test_with_cron_staleness_counts_from_when_the_next_cycle_was_due(db, make_settings, validator, tmp_path):
-    """Office hours on weekdays: the last cycle on Friday at 17:00 is not stale on Sunday, nor on
-    Monday at 08:00; it is once the cycle due on Monday at 09:00 and the next one (10:00) plus the
-    longest tier timeout went by without one."""
-    settings = make_settings(quick(tmp_path), cron="0 9-17 * * 1-5", tier1_timeout=600, max_tier=1)
-    sup = Supervisor(db, settings, validator)
-    friday = _weekday(datetime.now(UTC), 4, 17)
-    sup.last_cycle_wall = friday
-    for later in (timedelta(days=2), timedelta(days=2, hours=15), timedelta(days=2, hours=17, minutes=9)):
-        health = sup.health(scheduled=True, now=friday + later)
-        assert (health["scheduler"], health["problems"]) == ("ok", []), later
-    stale = sup.health(scheduled=True, now=friday + timedelta(days=2, hours=17, minutes=11))
-    assert stale["scheduler"] == "stale"
-    [problem] = stale["problems"]
-    monday = friday + timedelta(days=2, hours=16)
-    assert problem.startswith(f"no cycle finished since {friday:%Y-%m-%dT%H:%M:%SZ}: one was due at "
-                              f"{monday:%Y-%m-%dT%H:%M:%SZ} (TIEROPS_CRON '0 9-17 * * 1-5')")
-    # before any cycle: from the start
-    sup.last_cycle_wall = None
-    sup.started_wall = friday
-    assert sup.health(scheduled=True, now=friday + timedelta(days=2))["problems"] == []
-    assert sup.health(scheduled=True, now=friday + timedelta(days=4))["problems"][0].startswith(
-        "no cycle finished since the start")
-
-
-def test_with_an_interval_staleness_keeps_twice_the_period(db, make_settings, validator, tmp_path):
-    sup = Supervisor(db, make_settings(quick(tmp_path), interval=60, tier1_timeout=30), validator)
-    assert sup.health(scheduled=True)["scheduler"] == "ok"
-    sup.started_monotonic -= 2 * 60 + 30 + 5
-    health = sup.health(scheduled=True)
-    assert health["scheduler"] == "stale" and "allowed: 150 s, twice the schedule's period" in health["problems"][0]

@@ -1,13 +1,19 @@
-"""app/supervisor/session.py: one tier session and its output recovery by ``--resume``."""
+"""app/supervisor/session.py: one tier session and its output recovery by ``--resume``; its prompt
+on stdin and its system prompt in a file, whatever their size."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
+from app.output.validate import OutputValidator
+from app.paths import DEFAULT_SCHEMA_PATH
 from app.supervisor.chain import run_chain
 from app.supervisor.credentials import ModelTiersPaused, current_fingerprint, read_pause
+from app.supervisor.launch import MAX_ARG_STRLEN
+from app.supervisor.session import SYSTEM_PROMPT_FILE
 from tests.fakes import claude_control as cc
 from tests.helpers import alive, escalating, healthy, invalid, kill_leftovers, run_session
 
@@ -170,7 +176,7 @@ async def test_failures_are_recorded_and_not_resumed(db, make_settings, validato
     result, row = await run_session(db, make_settings(fake, output_max_retries=2), validator)
     assert len(fake.invocations()) == 1
     assert row["status"] == "failed" and row["status_reason"].startswith(reason_start)
-    # the CLI's own rejection of the StructuredOutput call is an attempt too (issue #11)
+    # the CLI's own rejection of the StructuredOutput call is an attempt too
     rejected = 1 if build is _max_so_retries else 0
     assert row["attempts"] == 1 + rejected and row["degraded"] == 0 and row["is_error"] == 1
     assert result.api_failure is api
@@ -261,3 +267,67 @@ async def test_timeout_during_recovery_keeps_the_completed_run_degraded(db, make
         assert row["attempts"] == 2
     finally:
         kill_leftovers(fake)
+
+
+# --- prompts and system prompts of any size: stdin and --append-system-prompt-file -------------
+
+BIG = 300 * 1024
+
+
+def _big(tag: str) -> str:
+    body = "".join(f"{tag} line {i:06d}: é ünïcode ✓\n" for i in range(BIG // 30))
+    return f"BEGIN-{tag}\n{body}END-{tag}"
+
+
+async def test_large_prompt_and_system_prompt_start_a_session(db, make_settings, validator, tmp_path):
+    """A 300 KiB prompt goes to stdin, a 300 KiB system prompt to --append-system-prompt-file;
+    the resume of output recovery passes the file again. Before: execve failed with E2BIG."""
+    sid = cc.new_session_id()
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        {"lines": cc.structured_stream(sid, healthy()), "mode": "no_structured"},
+        {"lines": cc.structured_stream(sid, healthy(), text="", command=None)},
+    ])
+    prompt, system = _big("PROMPT"), _big("SYSTEM")
+    assert len(prompt.encode()) > MAX_ARG_STRLEN and len(system.encode()) > MAX_ARG_STRLEN
+    result, row = await run_session(db, make_settings(fake), validator, prompt=prompt, system=system)
+    assert (row["status"], row["source"], row["attempts"]) == ("completed", "structured_output", 2)
+    first, again = fake.invocations()
+    sp_file = str((tmp_path / "state").resolve() / "sessions" / str(result.pk) / SYSTEM_PROMPT_FILE)
+    assert first["stdin_kind"] == "pipe" and first["stdin_prompt"] == prompt
+    assert first["parsed"]["prompt_from"] == "stdin" and first["usage_error"] is None
+    for inv in (first, again):
+        assert max(len(a.encode()) for a in inv["argv"]) < 64 * 1024
+        assert inv["parsed"]["append_system_prompt_file"] == sp_file
+        assert inv["system_prompt_file_text"] == system
+    # the resume's prompt goes to stdin too
+    assert again["stdin_prompt"].startswith("Your previous answer did not call") and again["stdin_kind"] == "pipe"
+    assert again["parsed"]["resume"] == sid
+    # the database keeps the full texts
+    assert row["prompt"] == prompt and row["system_prompt"] == system
+    assert json.loads(row["argv"])[1:3] == ["-p", "--add-dir"]  # no prompt argument
+    assert oct(os.stat(sp_file).st_mode & 0o777) == "0o600"
+
+
+async def test_small_texts_stay_off_the_command_line_too(db, make_settings, validator, tmp_path):
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    result, row = await run_session(db, make_settings(fake), validator, prompt="p" * 10, system="s" * 10)
+    [inv] = fake.invocations()
+    assert (inv["stdin_prompt"], inv["system_prompt_file_text"]) == ("p" * 10, "s" * 10)
+    assert not any("pppp" in a or "ssss" in a for a in inv["argv"]) and row["status"] == "completed"
+    assert (tmp_path / "state" / "sessions" / str(result.pk) / SYSTEM_PROMPT_FILE).exists()
+
+
+async def test_an_argument_over_the_kernel_limit_is_a_clear_failure(db, make_settings, validator, tmp_path):
+    """The wire schema can only be passed inline (--json-schema takes JSON, not a path): an
+    operator schema over 128 KiB fails the session with a reason naming it, not an OSError."""
+    schema = json.loads(DEFAULT_SCHEMA_PATH.read_text())
+    schema["description"] = "x" * (MAX_ARG_STRLEN + 10)
+    big = tmp_path / "big-schema.json"
+    big.write_text(json.dumps(schema))
+    fake = cc.make_fake_claude(tmp_path / "bin", [{"lines": cc.structured_stream(cc.new_session_id(), healthy())}])
+    big_validator = OutputValidator.from_file(big)
+    _result, row = await run_session(db, make_settings(fake), big_validator)
+    assert row["status"] == "failed"
+    assert row["status_reason"].startswith("cannot start the CLI: the value of --json-schema is ")
+    assert row["status_reason"].endswith("over the kernel's limit of 128 KiB per command-line argument")
+    assert fake.invocations() == []

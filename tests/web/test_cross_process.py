@@ -1,4 +1,4 @@
-"""One live view, whoever runs the session (issue #14), with two real processes: a real uvicorn
+"""One live view, whoever runs the session, with two real processes: a real uvicorn
 (``live_server``) and a real ``python -m app run`` on the same state directory and database,
 whose fake claude CLI prints lines slowly (tests/second_process.py).
 

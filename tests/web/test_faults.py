@@ -18,7 +18,7 @@ import pytest
 
 from app.web.common import WebState
 from app.web.faults import RETRY_AFTER_S, storage_fault
-from tests.web.test_api import assert_error
+from tests.web.api.test_routes import assert_error
 
 pytestmark = pytest.mark.timeout(60)
 

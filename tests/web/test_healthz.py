@@ -1,4 +1,4 @@
-"""/healthz (issue #13): an honest answer — the app in process with its real lifespan (store,
+"""/healthz: an honest answer — the app in process with its real lifespan (store,
 supervisor, scheduler), real cycles with the fake CLI, a real SQLite file locked by another
 connection. See tests/web/conftest.py for ``app_server``."""
 
@@ -12,9 +12,9 @@ import pytest
 
 from app.store import notifications
 from app.store import sessions as session_store
-from app.supervisor.chain import BudgetSpent
 from app.supervisor.credentials import cli_home, pause_model_tiers
-from app.supervisor.runner import child_env
+from app.supervisor.guards import BudgetSpent
+from app.supervisor.launch import child_env
 from tests.fakes import claude_control as cc
 from tests.helpers import healthy
 

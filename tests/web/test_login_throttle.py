@@ -1,4 +1,4 @@
-"""Login attempts are throttled per client address (issue #14): five wrong tokens within a minute,
+"""Login attempts are throttled per client address: five wrong tokens within a minute,
 then 429 with ``Retry-After`` and a message on the login page, even for the right token; a success
 clears the address; other addresses are not affected; the table of addresses is bounded; the
 token is still compared in constant time."""

@@ -1,4 +1,4 @@
-"""``/metrics`` for incidents and the probe's checks (issue #12): the gauges exist with the values
+"""``/metrics`` for incidents and the probe's checks: the gauges exist with the values
 the store holds, and series disappear when what they describe does (resolved, acknowledged)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.store import incidents as incident_store
 from app.store import sessions as session_store
 from app.store.incidents import Finding, Observation, ProbeResult
-from tests.web.test_incidents_api import seeded
+from tests.web.api.test_incidents import seeded
 
 
 def scrape(srv: Any) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:

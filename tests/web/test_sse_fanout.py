@@ -1,4 +1,4 @@
-"""The session stream's own SSE response (issue #15, ``app/web/sse.py``) against a real uvicorn.
+"""The session stream's own SSE response (``app/web/sse.py``) against a real uvicorn.
 
 What is checked, on the wire (raw sockets, so HTTP chunks are visible): lines published together
 go out coalesced in one write and still parse as separate events, in order; pings arrive while a

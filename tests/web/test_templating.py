@@ -1,4 +1,4 @@
-"""The page filters of issue #14: ``when`` (a <time> app.js makes relative and local), ``utc`` (the
+"""The page filters: ``when`` (a <time> app.js makes relative and local), ``utc`` (the
 same instant as attribute text), ``every``/``interval`` (periods in words); and that every template
 using them still renders and never puts markup into an attribute."""
 
@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from app.units import every, human_interval
 from app.web.formats import time_tag
-from app.web.render import render_event_row
+from app.web.pages.render import render_event_row
 from app.web.templating import WEB_DIR, templates
 
 

@@ -1,7 +1,7 @@
 /* TierOps dashboard behaviour: live transcript and events (SSE), partial-message toggle,
  * confirmations (delete, Stop), the navigation menu, times in the viewer's zone and keyboard
  * access to boxes that scroll. No inline handlers anywhere: everything is wired from here (CSP).
- * Every page works without this file (issue #14): forms submit, the menu is a <details>, and
+ * Every page works without this file: forms submit, the menu is a <details>, and
  * times read as absolute UTC. */
 (function () {
   "use strict";
@@ -105,7 +105,7 @@
   /* --- confirmations (delete, Stop) ---------------------------------------------------------
    * Delegated and in the capture phase, so forms added later are covered too. A form asks when
    * it (or the button that submits it) carries data-confirm="…", or its action ends with /stop
-   * (issue #14: Stop kills a process group; no template needs to opt in). */
+   * (Stop kills a process group; no template needs to opt in). */
   function confirmText(form, submitter) {
     var own = (submitter && submitter.getAttribute("data-confirm")) || form.getAttribute("data-confirm");
     if (own) return own;
