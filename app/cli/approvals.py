@@ -32,7 +32,6 @@ from app.cli.base import (
     state_options,
 )
 from app.cli.base import run_async as _run
-from app.cli.cycles import _render_chain
 from app.cli.incidents import _cli_actor
 from app.clock import utcnow
 from app.config import Settings
@@ -42,7 +41,6 @@ from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
 from app.store.incidents import NOTE_MAX
 from app.store.rows import ChainLink
-from app.supervisor.chain import base_prompt
 from app.vocab import ApprovalStatus, SessionStatus, values
 
 log = logging.getLogger(__name__)
@@ -155,6 +153,9 @@ def show(ctx: click.Context, approval_id: int, home: str | None, db: str | None,
 def approve(ctx: click.Context, approval_id: int, home: str | None, db: str | None, as_json: bool,
             note: str | None) -> None:
     """Approve, then run the rest of the chain now from the approved tier and print it."""
+    # Only approving runs sessions: listing and rejecting do not load the supervisor.
+    from app.cli.cycles import _render_chain
+    from app.supervisor.chain import base_prompt
     from app.supervisor.scheduler import Supervisor
 
     note = _note(note)

@@ -235,7 +235,7 @@ def load_validator(path: str | Path) -> OutputValidator:
 COMMAND_MODULES: dict[str, str] = {
     "approvals": "app.cli.approvals", "backup": "app.cli.ops", "checks": "app.cli.checks",
     "cooldowns": "app.cli.cooldowns", "doctor": "app.cli.doctor", "events": "app.cli.records",
-    "incidents": "app.cli.incidents", "ingest": "app.cli.records", "maintenance": "app.cli.maintenance",
+    "incidents": "app.cli.incidents", "ingest": "app.cli.ingest", "maintenance": "app.cli.maintenance",
     "memories": "app.cli.records", "notify": "app.cli.notify", "probe": "app.cli.checks",
     "prune": "app.cli.ops", "revalidate": "app.cli.schemas", "run": "app.cli.cycles",
     "schemas": "app.cli.schemas", "serve": "app.cli.cycles", "sessions": "app.cli.records",

@@ -1,5 +1,5 @@
-"""``tierops ingest``, ``sessions``, ``events`` and ``memories`` (``app/cli/records.py``), run as a real
-subprocess against a real SQLite file: reports, listings, the progress bar, and input that is
+"""``tierops ingest``, ``sessions``, ``events`` and ``memories`` (``app/cli/ingest.py``,
+``app/cli/records.py``), run as a real subprocess against a real SQLite file: reports, listings, the progress bar, and input that is
 refused (one error line, nothing stored) or taken (garbage lines kept, a full disk reported)."""
 
 from __future__ import annotations

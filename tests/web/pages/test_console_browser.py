@@ -8,8 +8,9 @@ approval. Then, for every page:
 * at 390x844 (and 360 px): no horizontal page scroll, the navigation collapsed into a menu that
   opens and holds every link, every visible button at least 44 px tall, no failed request;
 * axe-core: no serious or critical violation, light and dark scheme, phone and desktop width;
-* screenshots at 1280x800 and 390x844, both schemes, into ``CONSOLE_SCREENSHOTS`` or a pytest
-  temporary folder (printed at the end of the run; never committed).
+* with ``CONSOLE_SCREENSHOTS=DIR``, screenshots at 1280x800 and 390x844, both schemes, into DIR
+  (for a person to look at; never committed). Without it none are taken: full-page PNGs are a
+  good part of this module's time and nothing asserts on them.
 
 Separately: the manifest, icons and favicon load with the right types (no credentials, as a
 browser fetches them); the menu works from the keyboard; times show relative text in the
@@ -141,12 +142,13 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """Where the screenshots go: CONSOLE_SCREENSHOTS, else a pytest temporary folder."""
-    folder = Path(os.environ["CONSOLE_SCREENSHOTS"]) if os.environ.get("CONSOLE_SCREENSHOTS") else \
-        tmp_path_factory.mktemp("console-screenshots")
+def shots(request: pytest.FixtureRequest) -> Iterator[Path | None]:
+    """Where the screenshots go: CONSOLE_SCREENSHOTS, else None (no screenshots)."""
+    if not os.environ.get("CONSOLE_SCREENSHOTS"):
+        yield None
+        return
+    folder = Path(os.environ["CONSOLE_SCREENSHOTS"])
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"\nconsole screenshots: {folder}")
     yield folder
     line = f"console screenshots ({len(list(folder.glob('*.png')))} PNG files): {folder}"
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -156,6 +158,11 @@ def shots(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
             reporter.write_line("\n" + line)
     else:
         print(line)
+
+
+def _shot(page: Page, shots: Path | None, name: str, *, full_page: bool = True) -> None:
+    if shots is not None:
+        page.screenshot(path=str(shots / name), full_page=full_page)
 
 
 def axe_path() -> Path:
@@ -230,7 +237,7 @@ def _slug(key: str, width: str, scheme: str) -> str:
 # -- every page on a phone -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("key", PAGES)
-def test_page_fits_a_phone(browser: Browser, console: Console, shots: Path, key: str) -> None:
+def test_page_fits_a_phone(browser: Browser, console: Console, shots: Path | None, key: str) -> None:
     ctx = _context(browser, console, PHONE, login=key != "login", has_touch=True, is_mobile=True)
     try:
         failed: list[str] = []
@@ -238,7 +245,7 @@ def test_page_fits_a_phone(browser: Browser, console: Console, shots: Path, key:
         assert _page_width(page) <= PHONE["width"], (
             f"{console.pages[key]} scrolls sideways at 390 px: scrollWidth {_page_width(page)}; "
             f"too wide: {_wide_elements(page, PHONE['width'])}")
-        page.screenshot(path=str(shots / _slug(key, "phone", "light")), full_page=True)
+        _shot(page, shots, _slug(key, "phone", "light"))
         small = page.evaluate(SMALL_BUTTONS)
         assert small == [], f"{console.pages[key]}: buttons under {TOUCH_PX} px on a phone: {small}"
 
@@ -256,7 +263,7 @@ def test_page_fits_a_phone(browser: Browser, console: Console, shots: Path, key:
                 assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"] + 0.5, (label, box)
                 assert box["height"] >= TOUCH_PX - 0.5, f"menu entry {label} is {box['height']} px tall"
             assert _page_width(page) <= PHONE["width"], "the open menu widens the page"
-            page.screenshot(path=str(shots / _slug(key + "-menu", "phone", "light")))
+            _shot(page, shots, _slug(key + "-menu", "phone", "light"), full_page=False)
             page.keyboard.press("Escape")
             assert menu.get_attribute("open") is None, "Escape does not close the menu"
 
@@ -284,7 +291,7 @@ def _axe(page: Page, script: Path) -> list[dict]:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("key", PAGES)
-def test_page_has_no_serious_accessibility_violations(browser: Browser, console: Console, shots: Path,
+def test_page_has_no_serious_accessibility_violations(browser: Browser, console: Console, shots: Path | None,
                                                       key: str, scheme: str) -> None:
     script = axe_path()
     problems: dict[str, list[dict]] = {}
@@ -295,7 +302,7 @@ def test_page_has_no_serious_accessibility_violations(browser: Browser, console:
             page.emulate_media(color_scheme=scheme)
             assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (scheme == "dark")
             if name == "desktop" or scheme == "dark":  # the light phone shot comes from the test above
-                page.screenshot(path=str(shots / _slug(key, name, scheme)), full_page=True)
+                _shot(page, shots, _slug(key, name, scheme))
             if found := _axe(page, script):
                 problems[name] = found
         finally:
