@@ -12,16 +12,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from app.clock import utcnow
 from app.output.route import Routed
-from app.output.spec import OutputSpec
 from app.redact import Redactor
 from app.store.db import Database
 from app.store.findings import redact_routed, write_routed
 from app.store.rows import SessionListRow, SessionRow, decode, decode_all, dumps, where
 from app.vocab import FIRST_MODEL_TIER, SessionStatus, Trigger
+
+if TYPE_CHECKING:  # only annotations: reading sessions does not load the JSON Schema machinery
+    from app.output.spec import OutputSpec
 
 log = logging.getLogger(__name__)
 

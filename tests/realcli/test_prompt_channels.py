@@ -123,8 +123,8 @@ async def test_an_alert_prompt_reaches_the_model_redacted_and_never_the_command_
         assert MATCH not in whole and "SYSTEM-MARKER-77c1" not in whole and "HighErrorRate" not in whole, args
         assert args[1] == "-p" and args[2].startswith("--")
         assert args[args.index("--append-system-prompt-file") + 1] == str(cwd / SYSTEM_PROMPT_FILE)
-    assert sum("--resume" in args for args in seen.values()) == 1
-    assert json.loads(row["argv"]) == next(iter(seen.values()))  # the stored argv is the one that ran
+    assert sum("--resume" in seen[pid] for pid in runs) == 1
+    assert json.loads(row["argv"]) == seen[runs[0]]  # the stored argv is the one that ran
 
     # The system prompt's file: in the session's folder, this user's only.
     info = (cwd / SYSTEM_PROMPT_FILE).stat()
