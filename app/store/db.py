@@ -146,13 +146,19 @@ class Database:
         for name, sql in MIGRATIONS:
             if name in done:
                 continue
-            async with self.write() as conn:
-                for statement in _split_sql(sql):
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO migrations (name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
-                    (name,),
-                )
+            # One script per migration, in one transaction with its row: a statement at a time
+            # through aiosqlite's thread was ~300 round trips and most of the cost of a new file.
+            script = (f"BEGIN IMMEDIATE;\n{sql.strip().rstrip(';')};\n"
+                      f"INSERT INTO migrations (name, applied_at) VALUES ({_sql_text(name)}, "
+                      "strftime('%Y-%m-%dT%H:%M:%fZ','now'));\nCOMMIT;")
+            async with self._write_lock:
+                try:
+                    await writer.executescript(script)
+                except BaseException:
+                    if writer.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            await writer.execute("ROLLBACK")
+                    raise
             log.info("database %s: applied migration %s", self.path, name)
 
     # -- writing -----------------------------------------------------------------------------
@@ -233,6 +239,6 @@ class Database:
         return row[0] if row else None
 
 
-def _split_sql(sql: str) -> list[str]:
-    """Split a migration into statements (migrations contain no semicolons inside literals)."""
-    return [s.strip() for s in sql.split(";") if s.strip()]
+def _sql_text(value: str) -> str:
+    """A string literal in SQL (a migration's name inside its script)."""
+    return "'" + value.replace("'", "''") + "'"
