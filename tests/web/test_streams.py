@@ -405,7 +405,9 @@ def test_a_client_that_stops_reading_does_not_slow_ingestion(live_server):
                 got.append(ev)
                 if ev.event == "end":
                     break
-    assert stalled < max(3 * baseline, baseline + 1.5), (baseline, stalled)
+    # Blocking on the stalled client would not finish at all (the client reads only after it);
+    # the margin is for a machine busy with other tests.
+    assert stalled < max(3 * baseline, baseline + 5), (baseline, stalled)
     kinds = [e.event for e in got]
     assert "resync" in kinds and kinds[-1] == "end"
     assert activity_seqs(got) == list(range(1, n_text + 8))

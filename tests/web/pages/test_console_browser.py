@@ -433,9 +433,12 @@ def test_stop_asks_first_and_a_live_row_gets_local_time(browser: Browser, live_s
         page.on("dialog", on_dialog)
         page.goto(f"{srv.url}/sessions/{pk}")
         wait_for(lambda: page.locator("#transcript .act").count() >= 5, 20, "rows arriving live")
-        live = page.locator("#transcript .act time").last
-        at = datetime.fromisoformat(live.get_attribute("datetime").replace("Z", "+00:00"))
-        assert live.inner_text() == at.astimezone(ZoneInfo("America/St_Johns")).strftime("%H:%M:%S")
+        # Both read from one element at once: rows keep arriving, and a locator's ``.last`` is
+        # looked up again on every call.
+        stamp, shown_text = page.locator("#transcript .act time").last.evaluate(
+            "el => [el.getAttribute('datetime'), el.innerText]")
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert shown_text == at.astimezone(ZoneInfo("America/St_Johns")).strftime("%H:%M:%S")
 
         stop = page.locator(f'form[action="/sessions/{pk}/stop"] button')
         assert stop.bounding_box()["height"] >= TOUCH_PX - 0.5
