@@ -1,8 +1,8 @@
 """Named, ordered schema migrations. Append only: never edit a migration that has shipped.
 
 Each entry is ``(name, sql)``; :class:`app.store.db.Database` applies the ones not yet recorded
-in the ``migrations`` table, each in its own transaction, before anything else touches the DB.
-Statements are split on ``;`` so no literal or trigger may contain one. The SQL comments inside
+in the ``migrations`` table, each as one script in its own transaction together with its row,
+before anything else touches the DB. The SQL comments inside
 a shipped migration are part of its text and stay as they shipped, old references included.
 """
 
