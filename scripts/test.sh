@@ -56,6 +56,7 @@ fi
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m pytest --collect-only -q -p no:xdist >/dev/null 2>&1 &
 collecting=$!
+trap 'kill "$collecting" 2>/dev/null || true' EXIT  # ruff or mypy failed: do not leave it running
 
 .venv/bin/ruff check .
 .venv/bin/mypy app  # [tool.mypy] in pyproject.toml; strict for the modules listed there
