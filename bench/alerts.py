@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import logging
 import multiprocessing as mp
-import socket
 import sys
 import tempfile
 import threading
@@ -41,11 +40,8 @@ from app.store import alert_incidents, run_queue  # noqa: E402
 from app.store import incidents as incident_store  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from bench.serving import report, serve_in_thread  # noqa: E402
 from tests.fakes import claude_control as cc  # noqa: E402
-
-
-def verdict(ok: bool) -> str:
-    return "OK" if ok else "MISSED"
 
 
 def bodies(n: int, services: int) -> list[dict[str, Any]]:
@@ -81,39 +77,14 @@ def client_process(base: str, share: list[dict[str, Any]], release_at: float, co
 
 # --- the server (a thread of this process) ----------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(settings: Settings) -> tuple[Any, threading.Thread, str]:
-    import uvicorn
-
     from app.web.app import create_app
 
     try:
         import uvloop
-        factory = uvloop.new_event_loop
-        http = "httptools"
+        return serve_in_thread(create_app(settings, token=None), loop_factory=uvloop.new_event_loop, http="httptools")
     except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
-        factory, http = asyncio.new_event_loop, "h11"
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, token=None), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on", http=http, backlog=4096))
-
-    def run() -> None:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(server.serve())
-
-    thread = threading.Thread(target=run, name="bench-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return server, thread, f"http://127.0.0.1:{port}"
+        return serve_in_thread(create_app(settings, token=None))
 
 
 async def read_back(path: Path) -> dict[str, int]:
@@ -189,10 +160,7 @@ def main(args: argparse.Namespace) -> int:
         (started + queued + coalesced + attention == args.alerts and attention == stored["attention"],
          f"every investigation accounted for: {started} + {queued} + {coalesced} + {attention} = {args.alerts}"),
     ]
-    print()
-    for ok, text in lines:
-        print(f"{verdict(ok):6} {text}")
-    return 0 if all(ok for ok, _ in lines) else 1
+    return report(lines)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the benchmarks ran on, for their OK/MISSED lines (issue #15 asks each figure with its machine).
+"""What the benchmarks ran on, for their OK/MISSED lines: every figure is reported with its machine.
 
 Imported by the scripts in this folder (``python bench/x.py`` puts ``bench/`` on ``sys.path``)."""
 

@@ -50,6 +50,7 @@ from app.store import notifications as notification_store  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.supervisor.scheduler import Supervisor  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from bench.serving import report  # noqa: E402
 from tests.fakes import claude_control as cc  # noqa: E402
 from tests.receiver import Receiver  # noqa: E402
 
@@ -100,10 +101,6 @@ def checks_file(path: Path, targets: Targets, n: int) -> Path:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def verdict(ok: bool) -> str:
-    return "OK" if ok else "MISSED"
 
 
 async def wait_for(receiver: Receiver, count: int, timeout: float = 120.0) -> None:
@@ -271,10 +268,7 @@ async def main(args: argparse.Namespace) -> int:
         (per_incident == 2.0, f"messages per incident without a model tier {per_incident:.2f} (= 2)"),
         (escalated == 3.0, f"messages per investigated incident {escalated:.2f} (= 3)"),
     ]
-    print()
-    for ok, text in lines:
-        print(f"{verdict(ok):6} {text}")
-    return 0 if all(ok for ok, _ in lines) else 1
+    return report(lines)
 
 
 if __name__ == "__main__":

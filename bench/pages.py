@@ -48,6 +48,7 @@ from app.store.db import Database  # noqa: E402
 from app.store.migrations import MIGRATIONS  # noqa: E402
 from app.stream.parser import parse_line  # noqa: E402
 from app.supervisor.launch import build_argv  # noqa: E402
+from bench.serving import free_port  # noqa: E402
 
 TARGET_MS = 100.0
 # issue #15: the sessions list and session page, and the overview and incidents pages the same
@@ -429,14 +430,6 @@ uvicorn.run(create_app(settings, token=None), host="127.0.0.1", port=int(sys.arg
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     k = (len(s) - 1) * p / 100
@@ -529,7 +522,7 @@ def main() -> int:
     print(f"store: {n_sessions:,} sessions, {n_rows:,} activity rows, big sessions {big_ids}, "
           + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
 
-    port = _free_port()
+    port = free_port()
     state_dir = tempfile.mkdtemp(prefix="tierops-bench-state-")
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(db_path), str(port), str(ROOT), state_dir,
                              str(args.transcript_rows)])

@@ -38,12 +38,10 @@ import logging
 import multiprocessing as mp
 import os
 import re
-import socket
 import sqlite3
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from array import array
 from collections.abc import Callable
@@ -51,6 +49,7 @@ from datetime import datetime
 from pathlib import Path
 
 from machine import describe  # bench/machine.py
+from serving import serve_in_thread  # bench/serving.py
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -226,41 +225,17 @@ def client_process(base: str, conn) -> None:
 
 # --- the server (a thread of this process) --------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(settings, loop: str = "asyncio", http: str = "h11"):
-    """The app on uvicorn in a thread of this process; ``loop``/``http`` as uvicorn's options
-    (a thread's loop is made here: uvicorn only installs its loop policy in ``run()``)."""
-    import uvicorn
-
+    """The app on uvicorn in a thread of this process; ``loop``/``http`` as uvicorn's options."""
     from app.web.app import create_app
 
     app = create_app(settings, token=None)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                                          http=http, backlog=4096))
     if loop == "uvloop":
         import uvloop
         factory = uvloop.new_event_loop
     else:
         factory = asyncio.new_event_loop
-
-    def run() -> None:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(server.serve())
-
-    thread = threading.Thread(target=run, name="bench-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return app, server, thread, f"http://127.0.0.1:{port}"
+    return (app, *serve_in_thread(app, loop_factory=factory, http=http))
 
 
 def write_fake(directory: Path, n: int, delay: float) -> tuple[Path, Path]:
