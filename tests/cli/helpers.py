@@ -1,4 +1,5 @@
-"""Running the `tierops` command as a real subprocess, and what every command test checks of it."""
+"""Running the `tierops` command as a process of its own (forked from a server that has imported the
+package: ``forkserver.py``), and what every command test checks of it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli import forkserver
 from tests.fakes.claude_control import REPO
 
 TIEROPS = [sys.executable, "-m", "app.cli"]
@@ -14,9 +16,9 @@ TIEROPS = [sys.executable, "-m", "app.cli"]
 
 def run(*args: str, db: Path | None = None, stdin: bytes | None = None, env: dict | None = None,
         cwd: Path | None = None) -> subprocess.CompletedProcess:
-    cmd = [*TIEROPS, *args] + (["--db", str(db)] if db else [])
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(cmd, input=stdin, capture_output=True, env=full_env, cwd=cwd, timeout=60)
+    return forkserver.run("app.cli", [*args] + (["--db", str(db)] if db else []), env=full_env, cwd=cwd,
+                          stdin=stdin, timeout=60)
 
 
 def one_error_line(out: subprocess.CompletedProcess, *expected: str) -> str:

@@ -7,10 +7,10 @@ import json
 import os
 import resource
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.cli import forkserver
 from tests.fakes.claude_control import REPO
 from tests.probe.test_yamltext import laughs
 
@@ -37,8 +37,7 @@ def tierops(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeo
             preexec_fn: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "TIEROPS_CHECKS"}
     full = {**base, "PYTHONPATH": str(REPO), "TIEROPS_HOME": str(tmp_path / "home"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=full,
-                          cwd=tmp_path, timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+    return forkserver.run("app", args, env=full, cwd=tmp_path, timeout=timeout, text=True, preexec_fn=preexec_fn)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -20,6 +20,7 @@ import pytest
 from app.cli.doctor_checks import REQUIRED_FLAGS, check_clock
 from app.cli.doctor_online import check_online
 from app.config import Settings
+from tests.cli import forkserver
 from tests.fakes.claude_control import FIXTURES, REPO
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.helpers import fixture_stream
@@ -49,8 +50,7 @@ def doctor(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> sub
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("TIEROPS_", "ANTHROPIC_", "CLAUDE_CODE_"))}
     full = {**base, "PYTHONPATH": str(REPO), "TIEROPS_HOME": str(tmp_path / "home"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "app", "doctor", *args], capture_output=True, text=True,
-                          env=full, cwd=tmp_path, timeout=120)
+    return forkserver.run("app", ["doctor", *args], env=full, cwd=tmp_path, timeout=120, text=True)
 
 
 def lines_by_check(out: str) -> dict[str, tuple[str, str]]:

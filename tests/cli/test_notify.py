@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import forkserver
 from tests.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,10 +33,10 @@ def receiver() -> Iterator[Receiver]:
 def tierops(tmp_path: Path, *args: str, prelude: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TIEROPS_")}
     environ.update(TIEROPS_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), **env)
-    command = [sys.executable, "-m", "app", *args]
     if prelude:  # run code first, then the CLI as `python -m app` would
         command = [sys.executable, "-c", f"{prelude}\nfrom app.cli import main\nmain()", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=90, cwd=tmp_path)
+        return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=90, cwd=tmp_path)
+    return forkserver.run("app", args, env=environ, cwd=tmp_path, timeout=90, text=True)
 
 
 def dead_port() -> int:

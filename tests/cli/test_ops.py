@@ -8,10 +8,10 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 from app.store.db import Database
+from tests.cli import forkserver
 from tests.store.test_backup import INCONSISTENT, concurrent_writer, fill
 from tests.store.test_retention import make_chain, make_old_database, make_session, table_counts
 
@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def tierops(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIEROPS_")}
     env.update(TIEROPS_HOME=str(home), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=home.parent)
+    return forkserver.run("app", args, env=env, cwd=home.parent, timeout=120, text=True)
 
 
 async def populate(home: Path) -> dict[str, list[int]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.cli import forkserver
 from tests.fakes import claude_control as cc
 from tests.fakes.claude_control import REPO
 
@@ -17,8 +17,7 @@ VERDICT = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "
 def tierops(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(REPO), "TIEROPS_HOME": str(tmp_path / "home"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=full,
-                          cwd=tmp_path, timeout=120, input=stdin)
+    return forkserver.run("app", args, env=full, cwd=tmp_path, timeout=120, stdin=stdin, text=True)
 
 
 def write(tmp_path: Path, name: str, value: object) -> Path:

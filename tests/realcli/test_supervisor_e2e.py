@@ -283,10 +283,13 @@ async def test_timeout_kills_the_cli_and_leaves_nothing(claude_bin, fake_api, ch
     settings = make_settings(claude_bin, tmp_path, tier1_timeout=8, kill_grace=1)
     me = psutil.Process()
     seen: dict[int, str] = {}
+    before = {child.pid for child in me.children(recursive=True)}  # the worker's own helpers, not this run's
 
     async def watch() -> None:
         while True:
             for child in me.children(recursive=True):
+                if child.pid in before:
+                    continue
                 with contextlib.suppress(psutil.Error):
                     seen.setdefault(child.pid, " ".join(child.cmdline())[:200])
             await asyncio.sleep(0.05)

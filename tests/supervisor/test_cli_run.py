@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import forkserver
 from tests.fakes import claude_control as cc
 from tests.helpers import escalating, healthy, kill_leftovers, wait_gone
 
@@ -34,7 +35,7 @@ def cli_env(tmp_path: Path, claude_bin: Path | str, **extra: str) -> dict[str, s
 
 
 def tierops(tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([*TIEROPS, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
+    return forkserver.run("app.cli", args, env=env, cwd=tmp_path, timeout=timeout, text=True)
 
 
 def _ignore_sigint() -> None:

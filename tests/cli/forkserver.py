@@ -1,0 +1,180 @@
+"""Runs `python -m app …` as its own process without paying the interpreter start each time.
+
+Hundreds of tests run the `tierops` command; most of each run's time is Python importing
+pydantic, click and the package before the command does anything. A fork server imports them
+once per pytest worker and forks a child per command: the child is a separate process with its
+own stdin, stdout, stderr, working directory, environment (``TZ`` included) and exit status, and
+runs ``python -m <module>`` exactly as the interpreter would (``runpy``), so the command sees
+what a fresh process sees. What a fork cannot change is fixed at interpreter start (the ``-X``
+options, ``PYTHON*`` variables); :func:`run` starts a real interpreter for a caller that needs a
+``preexec_fn``, and ``tests/test_install.py`` and the startup tests always do.
+
+The server is one single-threaded process per worker, so a fork never copies a lock held by
+another thread; its children run one at a time, as a test runs its commands.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The server: reads one JSON request per line on stdin, answers the child's pid, then its status.
+SERVER = r"""
+import json, os, runpy, signal, sys, time
+import app.cli.base
+from app.cli.base import COMMAND_MODULES
+import importlib
+for name in COMMAND_MODULES.values():
+    importlib.import_module(name)
+requests, answers = sys.stdin.buffer, sys.stdout.buffer
+sys.stdout.flush(); sys.stderr.flush()
+for line in requests:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for fd, (path, flags) in enumerate(((req["stdin"], os.O_RDONLY),
+                                                 (req["stdout"], os.O_WRONLY | os.O_TRUNC),
+                                                 (req["stderr"], os.O_WRONLY | os.O_TRUNC))):
+                opened = os.open(path, flags)
+                os.dup2(opened, fd)
+                os.close(opened)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter sets it at start
+            os.chdir(req["cwd"])
+            os.environ.clear()
+            os.environ.update(req["env"])
+            time.tzset()
+            sys.argv = [req["argv0"], *req["args"]]
+            try:
+                runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as exc:
+                c = exc.code
+                code = c if isinstance(c, int) else (0 if c is None else 1)
+                if c is not None and not isinstance(c, int):
+                    print(c, file=sys.stderr)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                code = 1
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:
+                code = code or 120
+        finally:
+            os._exit(code)
+    answers.write(json.dumps({"pid": pid}).encode() + b"\n")
+    answers.flush()
+    _, status = os.waitpid(pid, 0)
+    answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    answers.flush()
+"""
+
+
+class ForkServer:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        atexit.register(self.close)
+
+    def _server(self) -> subprocess.Popen[bytes]:
+        if self.proc is None or self.proc.poll() is not None:
+            env = {**os.environ, "PYTHONPATH": str(REPO)}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, env=env, cwd=REPO)
+        return self.proc
+
+    def close(self) -> None:
+        """At the worker's exit: the server ends when its stdin closes."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _answer(self, proc: subprocess.Popen[bytes], deadline: float | None) -> dict | None:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], deadline)
+        if not ready:
+            return None
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the CLI fork server died")
+        return json.loads(line)
+
+    def run(self, module: str, args: list[str], *, env: Mapping[str, str], cwd: Path | str | None,
+            stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        with self.lock, tempfile.TemporaryDirectory(prefix="tierops-cli-") as tmp:
+            paths = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
+            if stdin is None:
+                paths["stdin"] = os.devnull
+            else:
+                Path(paths["stdin"]).write_bytes(stdin)
+            Path(paths["stdout"]).touch()
+            Path(paths["stderr"]).touch()
+            proc = self._server()
+            assert proc.stdin is not None
+            request = {"module": module, "args": list(args), "argv0": sys.executable, "env": dict(env),
+                       "cwd": str(cwd or os.getcwd()), **paths}
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+            pid = self._answer(proc, 30)
+            if pid is None:
+                raise RuntimeError("the CLI fork server did not answer")
+            done = self._answer(proc, timeout)
+            if done is None:  # as subprocess.run does: kill it, then raise
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid["pid"], signal.SIGKILL)
+                self._answer(proc, 30)
+                raise subprocess.TimeoutExpired([module, *args], timeout, Path(paths["stdout"]).read_bytes(),
+                                                Path(paths["stderr"]).read_bytes())
+            return subprocess.CompletedProcess([sys.executable, "-m", module, *args], done["status"],
+                                               Path(paths["stdout"]).read_bytes(),
+                                               Path(paths["stderr"]).read_bytes())
+
+
+SERVER_FOR_WORKER = ForkServer()
+
+
+def run(module: str, args: list[str] | tuple[str, ...], *, env: Mapping[str, str], cwd: Path | str | None = None,
+        stdin: bytes | str | None = None, timeout: float = 60, text: bool = False,
+        preexec_fn: object = None) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, -m, module, *args], capture_output=True, …)``, forked from the
+    worker's server; a ``preexec_fn`` starts a real interpreter instead."""
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    if preexec_fn is not None:
+        out = subprocess.run([sys.executable, "-m", module, *args], input=data, capture_output=True, env=dict(env),
+                             cwd=cwd, timeout=timeout, preexec_fn=preexec_fn,  # type: ignore[arg-type]
+                             stdin=None if data is not None else subprocess.DEVNULL)
+    else:
+        out = SERVER_FOR_WORKER.run(module, list(args), env=env, cwd=cwd, stdin=data, timeout=timeout)
+    if text:  # as text=True decodes: strictly, with universal newlines
+        return subprocess.CompletedProcess(out.args, out.returncode, _text(out.stdout), _text(out.stderr))
+    return out
+
+
+def _text(data: bytes) -> str:
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
