@@ -247,6 +247,40 @@ class Settings(BaseSettings):
         "restart:2/4h,redeploy:1/24h", description="Limits per action kind and service, comma separated: "
         "KIND:COUNT/WINDOW (window in s, m, h or d; empty: no limits). An escalation proposing an action over its limit needs "
         "attention instead of running.")
+    guard: bool = Field(
+        True, description="Hand every language-model session a PreToolUse hook (`tierops guard`) that decides each "
+        "Bash, editing and MCP tool call before it runs: dry run, tool rules, cooldowns, approvals. Fails closed.")
+    guard_timeout: float = Field(
+        5.0, gt=0, le=60, description="Seconds the guard may take to decide one tool call; past them it denies. The "
+        "hook's own timeout given to the CLI is this plus 5 s (a hook the CLI times out lets the call run).")
+
+    # -- extensions: runbooks, repo extensions, MCP servers -----------------------------------
+    runbooks: Path | None = Field(
+        None, description="A folder of runbooks (markdown with front matter naming the services, checks and alert "
+        "names they cover), given to the tier investigating a matching incident.")
+    runbook_budget: int = Field(
+        12000, ge=500, le=200_000, description="Characters of runbook text one session's system prompt may hold; "
+        "beyond it runbooks are cut with a visible mark.")
+    runbook_fetch_timeout: float = Field(
+        5.0, gt=0, le=60, description="Seconds to fetch an alert's runbook_url (or a checks entry's runbook URL); "
+        "a runbook that cannot be fetched in time is linked instead.")
+    runbook_fetch_max_bytes: int = Field(
+        262144, ge=1024, le=4_194_304, description="Bytes read of a fetched runbook; the rest is cut.")
+    extensions: str = Field(
+        "", description="Extension folders, comma separated (typically mounted git checkouts of infrastructure "
+        "repos), each with any of checks/*.yaml, runbooks/, skills/ and mcp.json. What they bring is data: it "
+        "cannot override the baseline MCP servers, the tiers' tool rules, the guard or the output contract.")
+    mcp_config: Path | None = Field(
+        None, description="The baseline MCP servers: a JSON file in Claude Code's format ({\"mcpServers\": {...}}). "
+        "Secrets come from the environment (${VAR}) or from files (a server env entry NAME_FILE: /path is passed as NAME), "
+        "never from the file itself.")
+    mcp_read_only_tools: str = Field(
+        "", description="MCP tools that only read, comma separated, as mcp__SERVER__TOOL or mcp__SERVER__* patterns. "
+        "Tier 1 and dry runs get only these.")
+    tier2_mcp_tools: str = Field(
+        "mcp__*", description="MCP tools tier 2 may call, comma separated patterns (empty: none).")
+    tier3_mcp_tools: str = Field(
+        "mcp__*", description="MCP tools tier 3 may call, comma separated patterns (empty: none).")
 
     # -- tier 1: observe ---------------------------------------------------------------------
     tier1_model: str = Field("haiku", description="Model alias or id for tier 1.")
@@ -328,6 +362,8 @@ class Settings(BaseSettings):
                 command = [sys.executable, "-m", "app", "probe"]
                 if self.checks is not None:
                     command += ["--checks", str(self.checks)]
+                for folder in self.extension_dirs():  # their checks join the file's (app/probe/extensions.py)
+                    command += ["--extension", str(folder.absolute())]
                 model, allowed, disallowed = PROBE_MODEL, "", ""
                 timeout, max_turns, prompt_file = self.probe_timeout, 0, PROMPTS_DIR / "tier0-probe.md"
             case 1:
@@ -374,6 +410,9 @@ class Settings(BaseSettings):
 
     def allowed_env(self) -> list[str]:
         return _split(self.child_env_allow)
+
+    def extension_dirs(self) -> list[Path]:
+        return [Path(part).expanduser() for part in _split(self.extensions)]
 
 
 def _split(value: str) -> list[str]:

@@ -39,6 +39,10 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTI
 # Names that match but hold no secret: PWD is the working directory, SSH_AUTH_SOCK a socket path
 # (masking them would blank every path in a transcript); TIEROPS_TOKEN_FILE is a path too.
 _NOT_SECRET_NAMES = {"TIEROPS_TOKEN_FILE", "PWD", "SSH_AUTH_SOCK"}
+# A value that is only a ${VAR} reference (an MCP config's, a shell's) names a secret, it holds none:
+# TierOps' own command lines carry such references (engine/mcp_launch) and are stored as they ran.
+# RE2 has no lookahead: the prefilter drops it (a superset still).
+_NOT_A_REFERENCE = r"(?!\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}\s\"'\\]*)?\}(?:[\s\"'\\&;,]|$))"
 # (literal hints, pattern): a pattern runs only on a line containing one of its hints, so the
 # common line costs a few substring searches (the regexes are slow over 100k lines; bench/ingest.py).
 _RULES: list[tuple[tuple[str, ...], str]] = [
@@ -79,7 +83,7 @@ _RULES: list[tuple[tuple[str, ...], str]] = [
      r"|credentials?|auth(?:[_-]?config)?|dsn|cookie)|secret[a-z0-9_.\-]*"
      r"|auth[_-]?token|api[_-]?key|access[_-]?token)"
      r"|\b(?:password|passwd|secret|apikey|authtoken|token|credentials?))"
-     r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)[^\s\"'\\&;,]{4,}"),
+     r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)" + _NOT_A_REFERENCE + r"[^\s\"'\\&;,]{4,}"),
     # Names with no separator before the secret word: run together as environment names
     # (PGPASSWORD, GITHUBTOKEN), or camelCase/PascalCase as SDK configs and the AWS CLI print them
     # ("SessionToken", refreshToken, privateKey, apiKey, accessKeyId). A bare "Key" suffix is not
@@ -91,7 +95,7 @@ _RULES: list[tuple[tuple[str, ...], str]] = [
      r"|priv|private|client|secret|access|signing|encryption|master|license|integration|shared|hmac|storage)key"
      r"|accesskeyid))"
      r"|\b[A-Za-z0-9]*[a-z0-9](?:Pwd|Pass|Dsn|Cookie))"
-     r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)[^\s\"'\\&;,]{4,}"),
+     r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?)" + _NOT_A_REFERENCE + r"[^\s\"'\\&;,]{4,}"),
     # docker's config.json and DOCKER_AUTH_CONFIG: {"auths": {"registry": {"auth": "<base64 user:password>"}}}
     (("auth",), r"(?P<keep>\\?[\"']auth\\?[\"']\s*:\s*\\?[\"'])[^\s\"'\\]{4,}"),
 ]
@@ -196,7 +200,8 @@ def redact_then_cut(text: str, limit: int, redact: Callable[[str], str], *,
 def _re2_safe(pattern: str) -> str:
     """The RE2 copy of a rule: RE2 rejects duplicate group names (the prefilter needs none) and has
     no lookbehind, so the word boundaries are dropped: the prefilter only has to be a superset."""
-    return pattern.replace("(?P<keep>", "(").replace("(?P<tail>", "(").replace(r"\b", "")
+    return (pattern.replace(_NOT_A_REFERENCE, "").replace("(?P<keep>", "(").replace("(?P<tail>", "(")
+            .replace(r"\b", ""))
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -204,13 +209,14 @@ def _mask(match: re.Match[str]) -> str:
     return (groups.get("keep") or "") + MASK + (groups.get("tail") or "")
 
 
-def redactor_for(settings: Settings) -> Redactor:
-    """The redactor every recorder uses: environment secrets plus the dashboard token."""
+def redactor_for(settings: Settings, extra: Iterable[str] = ()) -> Redactor:
+    """The redactor every recorder uses: environment secrets plus the dashboard token, plus ``extra``
+    (the secrets a session's MCP servers were given from files)."""
     try:
         token = settings.resolved_token()
     except ConfigError:  # a broken token file is reported where the token is needed (serve)
         token = None
-    return Redactor.from_environment(extra=[token] if token else [])
+    return Redactor.from_environment(extra=[*([token] if token else []), *extra])
 
 
 def install_log_redaction(redact: Callable[[str], str]) -> None:

@@ -290,12 +290,12 @@ def test_every_module_is_of_a_readable_size() -> None:
 HISTORY = re.compile(r"issue\s*#\s*\d+", re.IGNORECASE)
 # Shipped migrations are never edited (their SQL comments are kept as written); everything else
 # in app/ states its reason in words.
-SHIPPED_SQL = APP / "store" / "migrations.py"
+SHIPPED_SQL = APP / "store" / "migrations"
 
 
 def _history(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
-    if path == SHIPPED_SQL:  # only outside the SQL strings
+    if path.parent == SHIPPED_SQL:  # only outside the SQL strings
         tree = ast.parse(text)
         sql = {line for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
                for line in range(n.lineno, (n.end_lineno or n.lineno) + 1)}

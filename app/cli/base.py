@@ -234,7 +234,7 @@ def load_validator(path: str | Path) -> OutputValidator:
 # commands the modules register.
 COMMAND_MODULES: dict[str, str] = {
     "approvals": "app.cli.approvals", "backup": "app.cli.ops", "checks": "app.cli.checks",
-    "cooldowns": "app.cli.cooldowns", "doctor": "app.cli.doctor", "events": "app.cli.records",
+    "cooldowns": "app.cli.cooldowns", "doctor": "app.cli.doctor", "events": "app.cli.records", "guard": "app.cli.guard",
     "incidents": "app.cli.incidents", "ingest": "app.cli.ingest", "maintenance": "app.cli.maintenance",
     "memories": "app.cli.records", "notify": "app.cli.notify", "probe": "app.cli.checks",
     "prune": "app.cli.ops", "revalidate": "app.cli.schemas", "run": "app.cli.cycles",

@@ -40,6 +40,7 @@ from app.cli.schemas import read_schema_file
 from app.config import Settings
 from app.engine.contracts import ContractError, check_schema, resolve_spec
 from app.engine.maintenance import MaintenanceConfigError, setting_windows
+from app.engine.mcp_launch import check_settings as check_mcp_settings
 from app.errors import ConfigError, TierOpsError
 from app.notify.policy import quiet_hours
 from app.notify.routes import load_routes
@@ -84,6 +85,10 @@ def _supervisor_parts(home: str | None, db: str | None, checks: str | None = Non
         quiet_hours(settings.notify_quiet_hours)
     except (ConfigError, ValueError) as exc:
         fail(f"{exc}; fix it (`tierops doctor` checks the notification settings)")
+    try:  # and MCP servers or tool patterns that cannot be read: every model session would fail
+        check_mcp_settings(settings)
+    except ConfigError as exc:
+        fail(f"the MCP configuration cannot be used: {exc}")
     return settings, load_validator(settings.schema_file)
 
 

@@ -31,6 +31,8 @@ from app.cli.doctor_checks import (
     check_settings,
     check_state_dir,
 )
+from app.cli.doctor_extensions import check_extensions
+from app.cli.doctor_mcp import check_mcp
 from app.cli.doctor_online import check_online
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,9 @@ def run_checks(home: str | None, db: str | None, checks_file: str | None = None,
     proven = [_probe_only(check_online(settings)) if settings.checks is not None else check_online(settings)] \
         if online else []
     checks += [check_state_dir(settings), db_check, check_schema(settings), check_prompts(settings),
-               cli, credentials, *proven, check_checks_file(settings), tiers, check_maintenance(settings),
+               cli, credentials, *proven, check_checks_file(settings), *check_extensions(settings), tiers,
+               check_mcp(settings),
+               check_maintenance(settings),
                check_notifications(settings), check_disk(settings), check_clock(newest)]
     return checks
 
@@ -71,8 +75,8 @@ def run_checks(home: str | None, db: str | None, checks_file: str | None = None,
 @click.option("--online", is_flag=True, default=False,
               help="Also prove the credentials with one request to the API (count_tokens: nothing billed).")
 def doctor(home: str | None, db: str | None, as_json: bool, checks_file: str | None, online: bool) -> None:
-    """Check the CLI, credentials, state directory, database, schema, prompts, checks file, the model
-    tiers an incident can reach, maintenance windows, disk and clock.
+    """Check the CLI, credentials, state directory, database, schema, prompts, checks file, extensions
+    and runbooks, the model tiers an incident can reach, MCP servers, maintenance windows, disk and clock.
 
     One line per check (ok / warn / fail / skip); exit 1 if any fails. Changes nothing (--online
     sends one request that runs no model).

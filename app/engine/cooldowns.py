@@ -26,14 +26,13 @@ from typing import Any, TypedDict
 from app.clock import utcnow
 from app.errors import ConfigError
 from app.store import cooldowns as store
-from app.store.cooldowns import ActionRow, ProposalRow
+from app.store.cooldowns import KIND_ALIASES, ActionRow, ProposalRow
 from app.store.db import Database
 
 log = logging.getLogger(__name__)
 
 SETTING = "TIEROPS_COOLDOWNS"
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-KIND_ALIASES = {"redeployment": "redeploy"}  # the markers' word for the limits' kind
 HOST_WIDE = "(host-wide)"  # how an action without a service is named in texts
 _LIMIT = re.compile(r"(?P<kind>[^:\s][^:]*?)\s*:\s*(?P<count>\d+)\s*/\s*(?P<n>\d+)\s*(?P<unit>[smhd])", re.IGNORECASE)
 

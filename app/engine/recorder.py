@@ -57,7 +57,7 @@ from app.store import activity, attempts, sessions
 from app.store.activity import LineTuple
 from app.store.attempts import AttemptRecord
 from app.store.db import Database, is_transient
-from app.store.rows import ActivityRow
+from app.store.rows import ActivityRow, McpServerStatus
 from app.store.sessions import SessionIdentity
 from app.stream.parser import ArrayLine, AssistantLine, ParsedLine, ResultLine, SystemLine
 from app.vocab import AttemptKind, SessionStatus, Trigger
@@ -103,9 +103,10 @@ class RecorderOptions:
     @classmethod
     def from_settings(cls, settings: Settings, publish: Publisher | None = None,
                       route_output: bool = True, output_mode: str = "native",
-                      budget: Budget | None = None) -> RecorderOptions:
+                      budget: Budget | None = None, secrets: Sequence[str] = ()) -> RecorderOptions:
+        """``secrets``: values to mask beside the environment's (those a run's MCP servers get from files)."""
         return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
-                   reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings),
+                   reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings, secrets),
                    storage_retry_limit=settings.storage_retry_limit, route_output=route_output,
                    output_mode=output_mode, budget=budget)
 
@@ -121,6 +122,7 @@ class SessionRecorder:
         self.cwd: str | None = None
         self.cli_model: str | None = None
         self.cli_version: str | None = None
+        self._mcp_servers: list[McpServerStatus] | None = None  # the latest init's, until stored
         self.attempt = 1
         self.attempt_kind: str = AttemptKind.STREAM
         self.seq = 0
@@ -245,6 +247,8 @@ class SessionRecorder:
                 self.cli_model = parsed.model or self.cli_model
                 self.cli_version = parsed.cli_version or self.cli_version
                 self.cwd = self.cwd or parsed.cwd
+                if (servers := parsed.mcp_servers) is not None:
+                    self._mcp_servers = [{"name": s["name"], "status": s["status"]} for s in servers]
             elif sub == "api_retry":
                 self.current.last_retry = parsed.data
                 if self.current.rejected is None:
@@ -267,7 +271,8 @@ class SessionRecorder:
             identity = None
             if self.session_id and not self._session_id_stored:
                 identity = SessionIdentity(self.session_id, self.cli_model, self.cli_version, self.cwd)
-            if not self._rows and identity is None:
+            mcp_servers = self._mcp_servers
+            if not self._rows and identity is None and mcp_servers is None:
                 return
             must_wait = wait or self._bytes >= self.options.buffer_limit
             if self._failing_since is not None and time.monotonic() < self._retry_at:
@@ -277,13 +282,15 @@ class SessionRecorder:
             rows = self._rows
             try:
                 await activity.append_lines(self.db, self.session_pk, rows, line_count=self.line_count,
-                                            identity=identity)
+                                            identity=identity, mcp_servers=mcp_servers)
             except Exception as exc:
                 self._write_failed(exc, f"{len(rows)} line(s) buffered")
                 if must_wait:
                     continue
                 return
             self._rows, self._bytes = [], 0
+            if self._mcp_servers is mcp_servers:
+                self._mcp_servers = None  # stored (a later run's init brings its own)
             self._write_succeeded()
             if identity is not None:
                 self._session_id_stored = True

@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from app.probe.inventory import InventoryError, load_inventory
+from app.probe.extensions import load_merged
+from app.probe.inventory import InventoryError
 from app.probe.inventory_rules import refused_name
 from app.probe.variables import SERVE_VARIABLES
 
@@ -67,19 +68,20 @@ def command_environment(names: Iterable[str] = (), source: Mapping[str, str] | N
     return env
 
 
-def named_variables(checks: str | Path | None) -> frozenset[str]:
-    """The variables the command checks of the checks file name (``env:``); none when there is no
-    file or it cannot be used (the probe reports why)."""
+def named_variables(checks: str | Path | None, extensions: Sequence[str | Path] = ()) -> frozenset[str]:
+    """The variables the command checks of the checks file (and of the ``extensions``' checks files
+    that load) name (``env:``); none when there is no file or it cannot be used (the probe reports why)."""
     if not checks:
         return frozenset()
     try:
-        inv = load_inventory(checks)
+        inv = load_merged(Path(checks), [Path(e) for e in extensions]).inventory
     except InventoryError:
         return frozenset()
-    return frozenset(name for check in inv.checks for name in check.env)
+    return frozenset(name for check in inv.checks for name in check.env) if inv is not None else frozenset()
 
 
-def probe_environment(cli_env: Mapping[str, str], source: Mapping[str, str], checks: str | Path | None) -> dict[str, str]:
+def probe_environment(cli_env: Mapping[str, str], source: Mapping[str, str], checks: str | Path | None,
+                      extensions: Sequence[str | Path] = ()) -> dict[str, str]:
     """The probe's environment: ``cli_env`` (what the CLI would be given) without the CLI's and
     TierOps' variables (``serve``'s address excepted) and without secret-named ones; ``HOME`` its
     own (:data:`PROBE_HOME` next to ``cli_env``'s HOME, created 0700); plus the variables the
@@ -97,7 +99,7 @@ def probe_environment(cli_env: Mapping[str, str], source: Mapping[str, str], che
         except OSError as exc:  # the probe runs anyway, HOME unset rather than the CLI's
             log.warning("the probe's HOME %s cannot be created (%s); it runs without HOME", home, exc.strerror)
             env.pop("HOME", None)
-    for name in sorted(named_variables(checks)):
+    for name in sorted(named_variables(checks, extensions)):
         if name in source and refused_name(name) is None:
             env[name] = source[name]
     return env

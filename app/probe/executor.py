@@ -3,7 +3,7 @@
 Why a module of its own: tier 0 must reach the supervisor through the one path every tier takes
 (spawn, stream, store, validate, route, escalate), so the probe keeps the CLI's contract: it takes
 the same command line (every claude flag is accepted and ignored; only ``--checks FILE`` or
-``TIEROPS_CHECKS`` matters; stdin is never read) and prints, one JSON object per line, flushed per
+``TIEROPS_CHECKS``, and ``--extension DIR`` for each extension, matter; stdin is never read) and prints, one JSON object per line, flushed per
 line, ``system/init``, an ``assistant`` ``tool_use`` as each check starts and a ``user``
 ``tool_result`` as it ends, then a ``result`` at $0 whose ``structured_output`` is an
 agent-response report (the lines in full: ARCHITECTURE.md, "Tier 0, the probe"). Exit 0, whatever
@@ -36,14 +36,15 @@ from app.clock import utcnow
 from app.config import PROBE_MODEL
 from app.probe import reaper
 from app.probe.checks import CheckResult, run_all
-from app.probe.inventory import CheckSpec, InventoryError, load_inventory
+from app.probe.extensions import load_merged
+from app.probe.inventory import CheckSpec, InventoryError
 from app.probe.inventory_rules import KINDS, Problem
 from app.probe.limits import concurrency, open_files_limit, raise_open_files
 from app.vocab import Level
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_report", "checks_argument", "main", "run_probe"]
+__all__ = ["build_report", "checks_argument", "extension_arguments", "main", "run_probe"]
 
 ENV_CHECKS = "TIEROPS_CHECKS"
 ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
@@ -61,20 +62,35 @@ SUMMARY_FAILING_SHOWN = 5
 def checks_argument(argv: Sequence[str]) -> str | None:
     """The value of ``--checks FILE`` / ``--checks=FILE`` in a claude-style command line, ignoring
     everything else (the values of claude's own flags included)."""
+    found = _flag_values(argv, "--checks", first=True)
+    return found[0] if found else None
+
+
+def extension_arguments(argv: Sequence[str]) -> list[str]:
+    """Every ``--extension DIR`` of a claude-style command line (``config.tier(0)`` passes one per
+    ``TIEROPS_EXTENSIONS`` folder: the probe's environment holds no ``TIEROPS_*`` variable)."""
+    return _flag_values(argv, "--extension")
+
+
+def _flag_values(argv: Sequence[str], flag: str, *, first: bool = False) -> list[str]:
+    found: list[str] = []
     i = 0
-    while i < len(argv):
+    while i < len(argv) and not (first and found):
         word = argv[i]
         if word == "--":
-            return None
-        if word == "--checks":
-            return argv[i + 1] if i + 1 < len(argv) else None
-        if word.startswith("--checks="):
-            return word.split("=", 1)[1]
-        if word in _VALUE_FLAGS or (word in ("-p", "--print") and i + 1 < len(argv)
-                                    and not argv[i + 1].startswith("-")):
+            break
+        if word == flag:
+            if i + 1 >= len(argv):
+                break
+            found.append(argv[i + 1])
+            i += 1
+        elif word.startswith(f"{flag}="):
+            found.append(word.split("=", 1)[1])
+        elif word in _VALUE_FLAGS or (word in ("-p", "--print") and i + 1 < len(argv)
+                                      and not argv[i + 1].startswith("-")):
             i += 1  # its value
         i += 1
-    return None
+    return found
 
 
 class _Stream:
@@ -196,8 +212,9 @@ def build_report(specs: Sequence[CheckSpec], results: Sequence[CheckResult]) -> 
     return report
 
 
-async def run_probe(checks: str | None, out: BinaryIO) -> int:
-    """One probe run: the stream on ``out``; returns the exit code (0 ran, 1 unusable checks file)."""
+async def run_probe(checks: str | None, out: BinaryIO, extensions: Sequence[str] = ()) -> int:
+    """One probe run: the stream on ``out``; returns the exit code (0 ran, 1 unusable checks file).
+    ``extensions``: folders whose checks join the file's (a broken one is told on stderr and left out)."""
     started = time.monotonic()
     task = asyncio.current_task()
     stream = _Stream(out, str(uuid.uuid4()), on_gone=task.cancel if task is not None else lambda: None)
@@ -206,12 +223,17 @@ async def run_probe(checks: str | None, out: BinaryIO) -> int:
         if not checks:
             raise InventoryError(Path("probe"), [Problem(None, f"no checks file: pass --checks FILE or set "
                                                               f"{ENV_CHECKS}")])
-        inv = load_inventory(checks)
+        merged = load_merged(Path(checks), [Path(d) for d in extensions])
+        inv = merged.inventory
+        if inv is None:  # pragma: no cover - a checks file always gives one
+            raise InventoryError(Path(checks), [Problem(None, "no inventory")])
     except InventoryError as exc:
         text = str(exc)
         print(text, file=sys.stderr)
         stream.result(started, turns=0, text=text, report=None)
         return 1
+    for problem in merged.problems():
+        print(f"tierops probe: {problem}", file=sys.stderr)
     at_once = concurrency(inv.concurrency)
     capped = ""
     if at_once < len(inv.checks):
@@ -241,7 +263,7 @@ def main(argv: Sequence[str]) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, _stop, sig, task, stopped)
-        return await run_probe(checks, sys.stdout.buffer)
+        return await run_probe(checks, sys.stdout.buffer, extension_arguments(argv))
 
     raise_open_files()  # systemd's soft limit of 1024 is too few for a large checks file (limits.py)
     reaper.adopt_orphans()  # what a command check detaches stays within reach (reaper.py)

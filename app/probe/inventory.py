@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from app.probe.inventory_rules import (
     Kind,
     Problem,
     duplicate_keys,
+    runbook_problems,
     schema_problems,
     semantic_problems,
 )
@@ -44,8 +45,10 @@ __all__ = [
     "Host",
     "Inventory",
     "InventoryError",
+    "build_inventory",
     "inventory_text",
     "load_inventory",
+    "parse_document",
 ]
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -58,6 +61,7 @@ class Host:
     name: str
     ssh: str | None
     description: str | None
+    extension: str | None = None  # the extension that brought it (its name prefixed), None: the checks file
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,18 @@ class CheckSpec:
     description: str | None = None
     line: int | None = None
     env: tuple[str, ...] = ()  # command: variables passed on from the probe's environment
+    runbook: str | None = None  # an http(s) URL, or the runbook file's absolute path (checked at load)
+    extension: str | None = None  # the extension that brought it (its name prefixed), None: the checks file
+    file: Path | None = field(default=None, compare=False)  # the file it is written in (with ``line``)
+
+    @property
+    def origin(self) -> str:
+        """Where the check is written: ``checks.yaml:12`` or ``extension infra (checks/web.yaml:12)``."""
+        where = f"{self.file.name if self.file else '?'}:{self.line or '?'}"
+        if self.extension is None:
+            return where
+        shown = "/".join(self.file.parts[-2:]) if self.file else "?"
+        return f"extension {self.extension} ({shown}:{self.line or '?'})"
 
     @property
     def shown_target(self) -> str:
@@ -113,8 +129,22 @@ class InventoryError(InputError):
 # --- loading -----------------------------------------------------------------------------------
 
 def load_inventory(path: str | Path) -> Inventory:
-    """The checks file at ``path``, validated; :class:`InventoryError` with every problem otherwise."""
+    """The checks file at ``path``, validated; :class:`InventoryError` with every problem otherwise.
+    The extensions' checks are merged by ``app/probe/extensions.py``."""
     path = Path(path)
+    data, lines, problems = parse_document(path)
+    problems += duplicate_keys(lines) + schema_problems(data, lines) + semantic_problems(data, lines)
+    problems += runbook_problems(data, lines, path.absolute().parent)
+    if problems:
+        raise InventoryError(path, problems)
+    inv = build_inventory(path, data, lines)
+    log.debug("loaded %s: %d checks, %d hosts", path, len(inv.checks), len(inv.hosts))
+    return inv
+
+
+def parse_document(path: Path) -> tuple[Any, yamltext.Lines, list[Problem]]:
+    """A checks file read, parsed without aliases, its ``${…}`` variables substituted: the data, its
+    line map and the unknown variables; :class:`InventoryError` for what stops the rules looking."""
     text = _read(path)
     try:  # no aliases: a few hundred bytes of them stand for 10^9 nodes (app/probe/yamltext.py)
         root = yamltext.compose(text)
@@ -136,13 +166,14 @@ def load_inventory(path: str | Path) -> Inventory:
     if isinstance(data, dict) and "maintenance" in data:  # `start: 02:00` unquoted is 120 to YAML 1.1
         restore_times(data["maintenance"], lines.node(["maintenance"]))
     data, unknown = substitute(data)  # ${TIEROPS_SERVE_URL} and friends (app/probe/variables.py)
-    problems = [Problem(lines.line(where), message) for where, message in unknown]
-    problems += duplicate_keys(lines) + schema_problems(data, lines) + semantic_problems(data, lines)
-    if problems:
-        raise InventoryError(path, problems)
-    inv = _build(path, data, lines)
-    log.debug("loaded %s: %d checks, %d hosts", path, len(inv.checks), len(inv.hosts))
-    return inv
+    return data, lines, [Problem(lines.line(where), message) for where, message in unknown]
+
+
+def _runbook(path: Path, value: str | None) -> str | None:
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    return value if "://" in value else str((path.absolute().parent / value).resolve())
 
 
 def _read(path: Path) -> str:
@@ -162,7 +193,8 @@ def _read(path: Path) -> str:
     raise InventoryError(path, [Problem(None, why)])
 
 
-def _build(path: Path, data: dict[str, Any], lines: yamltext.Lines) -> Inventory:
+def build_inventory(path: Path, data: dict[str, Any], lines: yamltext.Lines) -> Inventory:
+    """The inventory of a document the rules found nothing wrong with."""
     hosts = tuple(Host(name=h["name"], ssh=h.get("ssh"), description=h.get("description"))
                   for h in data.get("hosts") or [])
     checks = []
@@ -180,7 +212,8 @@ def _build(path: Path, data: dict[str, Any], lines: yamltext.Lines) -> Inventory
             min_days=float(item.get("min_days", DEFAULT_MIN_DAYS)) if kind == "tls" else None,
             verify=item.get("verify", True), method=item.get("method", "GET"),
             headers=tuple((item.get("headers") or {}).items()), description=item.get("description"),
-            line=lines.line(["checks", i]), env=tuple(item.get("env") or ())))
+            line=lines.line(["checks", i]), env=tuple(item.get("env") or ()),
+            runbook=_runbook(path, item.get("runbook")), file=path.absolute()))
     windows, _ = parse_windows(data.get("maintenance") or [], SOURCE_CHECKS_FILE, ["maintenance"], lines=lines)
     return Inventory(path=path, interval_s=parse_duration(data.get("interval")), hosts=hosts, checks=tuple(checks),
                      maintenance=tuple(windows),

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
@@ -49,10 +50,12 @@ __all__ = [
     "KINDS",
     "MAX_TIMEOUT_S",
     "MIN_INTERVAL_S",
+    "RUNBOOK_MAX_BYTES",
     "Kind",
     "Problem",
     "duplicate_keys",
     "refused_name",
+    "runbook_problems",
     "schema_problems",
     "semantic_problems",
     "where",
@@ -62,6 +65,7 @@ Kind = Literal["http", "tcp", "dns", "tls", "command"]
 KINDS: tuple[Kind, ...] = ("http", "tcp", "dns", "tls", "command")
 MAX_TIMEOUT_S = 600.0
 MIN_INTERVAL_S = 10.0
+RUNBOOK_MAX_BYTES = 256 * 1024  # one runbook file; the prompt's budget (TIEROPS_RUNBOOK_BUDGET) is far smaller
 # Options that only mean something for some kinds.
 _APPLIES_TO: dict[str, tuple[Kind, ...]] = {
     "status": ("http",), "method": ("http",), "headers": ("http",), "contains": ("http", "command"),
@@ -318,3 +322,45 @@ def _check_problems(i: int, item: dict[str, Any], lines: Lines) -> list[Problem]
     elif kind == "dns" and not valid_hostname(target.strip()):
         add(kind, f"{quote(target, 200)} is not a host name")
     return problems
+
+
+def runbook_problems(data: Any, lines: Lines, base: Path, root: Path | None = None) -> list[Problem]:
+    """Each check's ``runbook:``: an http(s) URL, or a file relative to ``base`` (the checks file's
+    folder) that exists, is at most :data:`RUNBOOK_MAX_BYTES` and, with ``root`` (an extension's
+    folder), stays inside it: an extension's runbook is one of its own files."""
+    checks = data.get("checks") if isinstance(data, dict) else None
+    if not isinstance(checks, list):
+        return []
+    problems: list[Problem] = []
+    for i, item in enumerate(checks):
+        value = item.get("runbook") if isinstance(item, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            continue  # the schema reports the type
+        why = _runbook_problem(value.strip(), base, root)
+        if why:
+            problems.append(Problem(lines.line(["checks", i, "runbook"]), f"checks[{i}].runbook: {why}"))
+    return problems
+
+
+def _runbook_problem(value: str, base: Path, root: Path | None) -> str | None:
+    if "://" in value:
+        url = urlsplit(value)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            return f"{quote(redact_text(value), 200)} is not an http:// or https:// URL (or a file's path)"
+        return None
+    if root is not None and Path(value).is_absolute():
+        return f"{quote(value, 200)}: an extension names its runbook by a path relative to this file"
+    path = (base / value).resolve()
+    if root is not None and not path.is_relative_to(root.resolve()):
+        return f"{quote(value, 200)} leaves the extension's folder {root}: an extension's runbook is one of its own files"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"no such file {path}; give the runbook's path relative to this checks file"
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    if path.is_dir():
+        return f"{path} is a folder; name the runbook file itself"
+    if st.st_size > RUNBOOK_MAX_BYTES:
+        return f"{path} is {st.st_size} bytes; a runbook is at most {RUNBOOK_MAX_BYTES // 1024} KiB"
+    return None

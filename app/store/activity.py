@@ -1,17 +1,18 @@
 """The ``activity`` table: every stream line of every session, in order, byte for byte.
 
 Lines arrive in batches (the recorder's buffer); :func:`append_lines` writes one batch, the CLI
-identity once it is known and the running line count in one transaction, so a live page never
-sees a count ahead of its lines.
+identity once it is known, the MCP servers of an init line and the running line count in one
+transaction, so a live page never sees a count ahead of its lines.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import cast
 
 from app.store.db import Database
-from app.store.rows import ActivityRow, TranscriptRow
+from app.store.rows import ActivityRow, McpServerStatus, TranscriptRow
 from app.store.sessions import SessionIdentity
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,10 @@ def as_row(line: LineTuple) -> ActivityRow:
 
 
 async def append_lines(db: Database, session_pk: int, lines: list[LineTuple], *, line_count: int,
-                       identity: SessionIdentity | None = None) -> None:
-    """Store a batch of lines; with ``identity``, record the CLI session id too (first time only).
+                       identity: SessionIdentity | None = None,
+                       mcp_servers: list[McpServerStatus] | None = None) -> None:
+    """Store a batch of lines; with ``identity``, record the CLI session id too (first time only);
+    with ``mcp_servers``, the session's MCP servers as an init line reported them (the latest wins).
 
     A CLI session id already stored on another row (a re-ingested stream) is left out rather than
     failing the write; ``tierops ingest`` refuses such duplicates up front.
@@ -45,6 +48,9 @@ async def append_lines(db: Database, session_pk: int, lines: list[LineTuple], *,
                    WHERE id = ? AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = ?)""",
                 (identity.session_id, identity.cli_model, identity.cli_version, identity.cwd, session_pk,
                  identity.session_id))
+        if mcp_servers is not None:
+            await conn.execute("UPDATE sessions SET mcp_servers = ? WHERE id = ?",
+                               (json.dumps(mcp_servers, ensure_ascii=False), session_pk))
         await conn.execute("UPDATE sessions SET line_count = ? WHERE id = ?", (line_count, session_pk))
 
 

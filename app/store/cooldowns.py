@@ -28,7 +28,11 @@ log = logging.getLogger(__name__)
 
 # Outcomes of an action that was taken: the contract's results and the markers' outcomes. Dry
 # runs and proposals are recorded but were not taken.
-TAKEN_OUTCOMES = ("done", "failed", "success", "failure")
+TAKEN_OUTCOMES = ("done", "failed", "success", "failure", "started")
+# An action the guard let start (app/store/guard.py), its result not reported yet: counted as taken.
+STARTED = "started"
+# The markers' words for the limits' kinds: a reported action matches the guard's row by either.
+KIND_ALIASES = {"redeployment": "redeploy"}
 _TAKEN = ", ".join(f"'{o}'" for o in TAKEN_OUTCOMES)
 PROPOSED = "proposed"
 

@@ -24,6 +24,7 @@ from app.clock import utcnow
 from app.output.route import Routed
 from app.redact import Redactor
 from app.store import memories
+from app.store.cooldowns import KIND_ALIASES, STARTED
 from app.store.db import Database
 from app.store.rows import CheckRow, CooldownRow, EventRow, ReportEvent, decode_all, dumps, where
 
@@ -76,16 +77,15 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             [(session_pk, n, s, d, now) for n, s, d in routed.checks],
         )
     dry = await _is_dry_run(conn, session_pk) if routed.cooldowns or routed.actions else False
-    if routed.cooldowns:
-        await conn.executemany(
+    reported = [(a, s, *_as_recorded(o, n, dry)) for a, s, o, n in routed.cooldowns]
+    reported += [(k, s or "", *_as_recorded(r, d, dry)) for k, s, r, d in routed.actions  # "" = host-wide
+                 if r in RECORDED_RESULTS]
+    for action, service, outcome, note in reported:
+        if outcome in CLAIMED_TAKEN and await _settle_started(conn, session_pk, action, service, outcome, note):
+            continue  # the guard counted it when it let the command run: now its result is known
+        await conn.execute(
             "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            [(session_pk, a, s, *_as_recorded(o, n, dry), now) for a, s, o, n in routed.cooldowns],
-        )
-    if recorded := [a for a in routed.actions if a[2] in RECORDED_RESULTS]:
-        await conn.executemany(
-            "INSERT INTO cooldowns (session_pk, action, service, outcome, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            [(session_pk, k, s or "", *_as_recorded(r, d, dry), now) for k, s, r, d in recorded],  # "" = host-wide
-        )
+            (session_pk, action, service, outcome, note, now))
     esc = routed.escalation
     await conn.execute(
         """UPDATE sessions SET source = ?, summary = ?, escalation_needed = ?, escalation_reason = ?,
@@ -100,6 +100,20 @@ async def write_routed(conn: aiosqlite.Connection, session_pk: int, routed: Rout
             session_pk,
         ),
     )
+
+
+async def _settle_started(conn: aiosqlite.Connection, session_pk: int, action: str, service: str, outcome: str,
+                          note: str | None) -> bool:
+    """The oldest ``started`` row of this session for the same kind and service takes the reported
+    result (keeping the time the guard let it start); False when there is none."""
+    word = " ".join(action.split()).lower()
+    words = {word, KIND_ALIASES.get(word, word), *(k for k, v in KIND_ALIASES.items() if v == word)}
+    marks = ",".join("?" * len(words))
+    cur = await conn.execute(
+        "UPDATE cooldowns SET outcome = ?, note = COALESCE(?, note) WHERE id = (SELECT id FROM cooldowns"  # noqa: S608 (placeholders only)
+        f" WHERE session_pk = ? AND service = ? AND outcome = ? AND lower(action) IN ({marks}) ORDER BY id LIMIT 1)",
+        (outcome, note, session_pk, service, STARTED, *sorted(words)))
+    return bool(cur.rowcount)
 
 
 async def _is_dry_run(conn: aiosqlite.Connection, session_pk: int) -> bool:

@@ -15,9 +15,10 @@ from typing import Any, TypedDict, cast
 
 log = logging.getLogger(__name__)
 
-JSON_COLUMNS = frozenset({"result_errors", "permission_denials", "model_usage", "validation_errors",
+JSON_COLUMNS = frozenset({"guard_policy", "result_errors", "permission_denials", "model_usage", "validation_errors",
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
-                          "body", "output_schema", "links", "annotations", "labels", "routes", "incident_ids"})
+                          "body", "output_schema", "links", "annotations", "labels", "routes", "incident_ids",
+                          "mcp_servers"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
                           "valid", "flapping", "dry_run"})
 
@@ -131,6 +132,15 @@ class SessionRow(SessionListRow):
     attention_acked_by: str | None
     stop_requested_at: str | None
     stop_requested_by: str | None
+    guard_policy: Any  # what the PreToolUse guard may allow (app/engine/guard.py GuardPolicy); None: unguarded
+    mcp_servers: list[McpServerStatus] | None  # as the CLI's init line reported them; None: no init line yet
+
+
+class McpServerStatus(TypedDict):
+    """One MCP server of a session, as the CLI's init line reported it (``connected``, ``failed``, …)."""
+
+    name: str
+    status: str
 
 
 class ChainLink(TypedDict):

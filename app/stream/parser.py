@@ -139,13 +139,24 @@ class SystemLine(ParsedLine):
         tools = self.data.get("tools")
         return tools if isinstance(tools, list) else []
 
+    @property
+    def mcp_servers(self) -> list[dict[str, str]] | None:
+        """init's ``mcp_servers`` as ``[{name, status}]`` (reference §4.1; entries of another shape
+        left out, at most 100); None when the line has no such list."""
+        servers = self.data.get("mcp_servers")
+        if not isinstance(servers, list):
+            return None
+        return [{"name": field_text(s["name"], 200), "status": field_text(s.get("status"), 40)}
+                for s in servers[:100] if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
     def display(self) -> str:
         d = self.data
         sub = self.subtype or "?"
         if sub == "init":
+            mcp = "".join(f" mcp {s['name']}={s['status']}" for s in self.mcp_servers or [])
             return preview(f"init model={field_text(d.get('model'))} tools={len(self.tools)} cwd={field_text(d.get('cwd'))} "
                           f"permission={field_text(d.get('permissionMode'))} "
-                          f"version={field_text(d.get('claude_code_version'))}")
+                          f"version={field_text(d.get('claude_code_version'))}{mcp}")
         if sub == "api_retry":
             delay = finite(d.get("retry_delay_ms"))
             return preview(f"api_retry attempt {field_text(d.get('attempt'))}/{field_text(d.get('max_retries'))} "

@@ -18,6 +18,7 @@ as fields; the child's own start line names its parent.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,9 +32,11 @@ from app.logs import oneline
 from app.notify.messages import NoticeSink
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
-from app.probe.inventory import InventoryError, inventory_text, load_inventory
+from app.probe.extensions import Merged
+from app.probe.inventory import inventory_text
 from app.store import approvals as approval_store
 from app.store import chains, findings, sessions
+from app.store import guard as guard_store
 from app.store import incidents as incident_store
 from app.store import memories as memory_store
 from app.store.db import Database
@@ -58,6 +61,7 @@ from app.supervisor.guards import (
 )
 from app.supervisor.halt import Halt, StopRequested
 from app.supervisor.hub import Hub
+from app.supervisor.runbooks import RunbookSection, load_checks, runbooks_for
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Trigger
 
@@ -129,13 +133,15 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     tier_prompt = base_prompt(settings, tier, prompt)
     cooldown_engine.parse_limits(settings.cooldowns)  # a bad TIEROPS_COOLDOWNS stops before any session
     handoff_incidents = ""
+    focus: list[int] = []  # the incidents the next tier is started for, first in its runbooks
     waiting: tuple[int, int] | None = None
     loose_attention: list[tuple[SessionRow, str]] = []  # attention no incident message carries
     while True:
         try:
             result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
                                        chain_id, on_session, spec if parent is None else None, handoff_incidents,
-                                       handoff, dry_run=dry_run, halt=halt)
+                                       handoff, dry_run=dry_run, halt=halt,
+                                       incident_ids=list(dict.fromkeys([*focus, *about])))
             handoff = None  # the approved text is the first tier's only
         except Exception as exc:
             if parent is None:
@@ -158,7 +164,8 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if row is None:
             raise LookupError(f"session {result.pk} vanished from the database while its chain ran")
         chain.append(row)
-        exceeded = await _flag_cooldowns_exceeded(db, settings, row, chain_id)
+        exceeded = "; ".join(filter(None, [await _flag_cooldowns_exceeded(db, settings, row, chain_id),
+                                           await _flag_guard_denials(db, row, chain_id)])) or None
         verdict = await _track_incidents(db, settings, row, chain_id, routed=parent is not None or spec is None
                                          or spec.routed)
         items = news.incident_news(verdict)
@@ -215,6 +222,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
             break
         escalating = verdict.escalate if verdict is not None and row["tier"] == PROBE_TIER else []
         escalating_ids = [inc["id"] for inc, _ in escalating]
+        focus = escalating_ids
         if row["tier"] == PROBE_TIER and (missing := await model_tiers_unavailable(db, settings)
                                           or await daily_budget_spent(db, settings, tier + 1)):
             # Tier 0 alone is a monitor: the incident and its evidence are stored; a human is told
@@ -269,28 +277,33 @@ async def _start_tier(db: Database, settings: Settings, validator: OutputValidat
                       on_session: Callable[[int, SessionHandle], None] | None,
                       spec: OutputSpec | None = None, handoff_incidents: str = "",
                       approved_handoff: str | None = None, *, dry_run: bool = False,
-                      halt: Halt | None = None) -> SessionResult:
+                      halt: Halt | None = None, incident_ids: Sequence[int] = ()) -> SessionResult:
     """Steps 1 and 2: the tier's system prompt (with the parent's handoff, or the one an operator
-    approved), then its session."""
+    approved, and the runbooks of ``incident_ids``), then its session."""
     handoff = approved_handoff
     if parent is not None and handoff is None:
         handoff = await _handoff(db, parent, chain)
+    runbooks = RunbookSection("")
     if tier == PROBE_TIER:  # the probe reads its checks file, not a prompt: spend nothing on memories
         sysprompt = system_prompt(tier, settings.max_tier, "", None)
     else:
         lifecycle = memory_store.MemoryLifecycle.from_settings(settings)  # decay and the stale floor
         failing = parent.get("escalation_failed_checks") if parent is not None else None
+        checks = await asyncio.to_thread(load_checks, settings)
+        runbooks = await _runbooks(db, settings, incident_ids, checks)
         sysprompt = system_prompt(tier, settings.max_tier,
                                   await memories_block(db, settings.memory_prompt_budget, lifecycle), handoff,
-                                  inventory=_inventory(settings, failing if isinstance(failing, list) else []),
+                                  inventory=_inventory(checks, failing if isinstance(failing, list) else []),
                                   incidents=handoff_incidents,
                                   cooldowns=await cooldowns_block(db, cooldown_engine.parse_limits(settings.cooldowns))
                                   if tier > FIRST_MODEL_TIER else None,  # the tiers that act
-                                  dry_run=dry_run)
+                                  dry_run=dry_run, runbooks=runbooks.text or None)
     req = TierRequest(tier=tier, prompt=tier_prompt, system_prompt=sysprompt,
                       trigger=Trigger.ESCALATION if parent else trigger,
                       parent_pk=parent["id"] if parent else None, chain_id=chain_id, spec=spec,
-                      dry_run=dry_run and tier != PROBE_TIER)  # the probe never changes anything
+                      dry_run=dry_run and tier != PROBE_TIER,  # the probe never changes anything
+                      approved_by="an operator's approval" if approved_handoff is not None else None,
+                      runbooks=runbooks.given)
     return await run_tier_session(db, settings, validator, hub, req, on_start=on_session, halt=halt)
 
 
@@ -345,17 +358,27 @@ async def _track_incidents(db: Database, settings: Settings, row: SessionRow, ch
         return None
 
 
-def _inventory(settings: Settings, failing: list[Any]) -> str | None:
-    """The checks file as the language-model tiers see it; None without one."""
-    if settings.checks is None:
+def _inventory(checks: Merged | None, failing: list[Any]) -> str | None:
+    """The checks file, with the extensions' checks, as the language-model tiers see it; None
+    without one (``runbooks.load_checks`` logged why)."""
+    if checks is None or checks.inventory is None:
         return None
-    try:
-        inv = load_inventory(settings.checks)
-    except InventoryError as exc:
-        log.warning("the checks file cannot be given to the tiers: %s", oneline(exc))
-        return None
-    text: str = inventory_text(inv, failing=[str(f) for f in failing])
+    text: str = inventory_text(checks.inventory, failing=[str(f) for f in failing])
     return text
+
+
+async def _runbooks(db: Database, settings: Settings, incident_ids: Sequence[int],
+                    checks: Merged | None) -> RunbookSection:
+    """The runbooks of the incidents the tier investigates; none when that fails (logged): a
+    runbook helps a tier, its absence never stops one."""
+    if not incident_ids:
+        return RunbookSection("")
+    try:
+        return await runbooks_for(db, settings, incident_ids, checks)
+    except Exception:
+        log.exception("the runbooks of incidents %s could not be gathered; the tier starts without them",
+                      ", ".join(f"#{i}" for i in incident_ids))
+        return RunbookSection("")
 
 
 async def _flag_cooldowns_exceeded(db: Database, settings: Settings, row: SessionRow, chain_id: int) -> str | None:
@@ -371,6 +394,24 @@ async def _flag_cooldowns_exceeded(db: Database, settings: Settings, row: Sessio
         await findings.add_event(db, row["id"], Level.WARNING, window.service, text)
         texts.append(text)
     why = "; ".join(texts)
+    await sessions.set_attention(db, row["id"], why)
+    log.warning("session %d needs attention: %s", row["id"], oneline(why),
+                extra={"session": row["id"], "chain": chain_id, "tier": row["tier"]})
+    return why
+
+
+async def _flag_guard_denials(db: Database, row: SessionRow, chain_id: int) -> str | None:
+    """A live (not dry-run) session whose calls that would change state the guard denied needs a
+    human: it wanted to act and was stopped. Returns the attention text (None: no such denial)."""
+    if row["dry_run"]:
+        return None  # denying a dry run's changes is the dry run working
+    denied = [d for d in await guard_store.decisions(db, row["id"], fresh=True) if d["decision"] == "deny" and d["mutating"]]
+    if not denied:
+        return None
+    first = denied[0]
+    why = (f"the guard denied {len(denied)} call{'s' if len(denied) != 1 else ''} that would change state "
+           f"(first: {oneline(first['command'] or first['tool_name'])[:200]} — {oneline(first['reason'])[:300]})")
+    await findings.add_event(db, row["id"], Level.WARNING, first["service"], why)
     await sessions.set_attention(db, row["id"], why)
     log.warning("session %d needs attention: %s", row["id"], oneline(why),
                 extra={"session": row["id"], "chain": chain_id, "tier": row["tier"]})

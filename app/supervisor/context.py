@@ -5,7 +5,8 @@ does not persist it, reference §8) carries: the tier's role and limits, the mos
 memories under a size budget (never stale ones; with their decayed confidence), and for tiers 2-3
 the previous tier's handoff and the chain so far, and the cooldowns: the limits and what each
 service's window still allows. In a dry run it says so right after the role: the tools are
-read-only then, and the model reports what it would have done.
+read-only then, and the model reports what it would have done. The runbooks of the incidents
+(``runbooks.py``) come after the inventory, quoted: reference material, never TierOps' own words.
 """
 
 from __future__ import annotations
@@ -114,11 +115,12 @@ DRY_RUN_BLOCK = (
 
 
 def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None, inventory: str | None = None,
-                  incidents: str | None = None, cooldowns: str | None = None, *, dry_run: bool = False) -> str:
+                  incidents: str | None = None, cooldowns: str | None = None, *, dry_run: bool = False,
+                  runbooks: str | None = None) -> str:
     """``inventory``: the checks file as text, given to the language-model tiers;
     ``incidents``: :func:`incidents_block` of the escalation that started this tier;
     ``cooldowns``: :func:`cooldowns_block` (tiers 2 and 3, the tiers that act); ``dry_run``:
-    :data:`DRY_RUN_BLOCK`."""
+    :data:`DRY_RUN_BLOCK`; ``runbooks``: the runbook section (``runbooks.runbooks_for``)."""
     parts = [
         f"You are TierOps {ROLES.get(tier, f'tier {tier}')}. Tiers above you: "
         f"{'none — you are the last automated tier; anything you cannot fix goes to a human' if tier >= max_tier else f'up to tier {max_tier}'}.",
@@ -134,6 +136,8 @@ def system_prompt(tier: int, max_tier: int, memories: str, handoff: str | None, 
         parts.append(cooldowns)
     if inventory:
         parts.append(inventory)
+    if runbooks:
+        parts.append(runbooks)
     if memories:
         parts.append(memories)
     return "\n\n".join(parts)

@@ -23,7 +23,7 @@ from pathlib import Path
 from app.config import PROBE_MODEL
 from app.errors import CLIError
 from app.probe.environment import probe_environment
-from app.probe.executor import checks_argument
+from app.probe.executor import checks_argument, extension_arguments
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,18 @@ def stdin_bytes(text: str) -> bytes:
 def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | None, system_prompt_file: str,
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
                add_dirs: Sequence[str] = (), resume: str | None = None,
-               max_budget_usd: float | None = None) -> list[str]:
+               max_budget_usd: float | None = None, settings_json: str | None = None,
+               mcp_config: str | None = None) -> list[str]:
     """The command line: no prompt and no system prompt in it. ``-p`` takes no argument (the caller
     writes the prompt to stdin, reference §2) and ``system_prompt_file`` is passed as
     ``--append-system-prompt-file`` (the caller wrote it). ``wire_schema`` None: no
     ``--json-schema`` (prompted output mode: the schema is in the prompt). ``binary``
     may be a command with leading arguments (tier 0: ``python -m app probe --checks F``).
     ``max_budget_usd``: ``--max-budget-usd`` (the tier's budget; None: none), a single value, not
-    variadic."""
+    variadic. ``settings_json``: ``--settings`` inline (the guard's PreToolUse hook, reference
+    §11a), with ``--include-hook-events`` so the stream shows each hook's answer. ``mcp_config``:
+    ``--mcp-config`` inline with ``--strict-mcp-config`` (no other MCP source counts, §11b); its
+    values are ``${VAR}`` references only (``engine/mcp_launch``)."""
     head = [binary] if isinstance(binary, str) else list(binary)
     argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
     if resume:
@@ -82,6 +86,10 @@ def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | No
     if wire_schema is not None:
         argv += ["--json-schema", wire_schema]
     argv += ["--append-system-prompt-file", system_prompt_file]
+    if settings_json is not None:
+        argv += ["--settings", settings_json, "--include-hook-events"]
+    if mcp_config is not None:  # variadic: the next option ends it
+        argv += ["--mcp-config", mcp_config, "--strict-mcp-config"]
     if allowed_tools:
         argv += ["--allowedTools", ",".join(allowed_tools)]
     if disallowed_tools:
@@ -124,7 +132,8 @@ def tier0_env(launch: Launch) -> dict[str, str]:
     """The probe's environment instead of the CLI's ``launch.env``: no credential of the CLI or of
     TierOps, its own HOME, the variables its checks file names (``probe_environment``). Blocking
     (reads the checks file): call it in a thread."""
-    return probe_environment(launch.env, os.environ, checks_argument(launch.argv[1:]))
+    return probe_environment(launch.env, os.environ, checks_argument(launch.argv[1:]),
+                             extension_arguments(launch.argv[1:]))
 
 
 def resolve_binary(binary: str, path: str | None) -> str:

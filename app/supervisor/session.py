@@ -7,7 +7,7 @@
   prompt goes to stdin, the system prompt to ``SYSTEM_PROMPT_FILE`` (0600, rewritten before every
   run). The database keeps exactly what the CLI was given.
 * A dry run gets read-only tools (:func:`tools_for`); a tier budget is ``--max-budget-usd``, and a
-  resume gets what is left of it (:func:`tier_budget`).
+  resume gets what is left of it (:func:`tier_budget`). MCP servers: :func:`mcp_for`.
 * The CLI's identity is stored on the row as soon as it starts (for the sweep); any failure after
   the row exists ends the session ``failed`` with why. Rejected credentials stop the CLI at once
   and pause the model tiers (``credentials.py``); a Stop recorded by another process ends the
@@ -24,16 +24,17 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.config import READ_ONLY_TOOLS, Settings, TierConfig
 from app.engine.cli_transcripts import remove_session_files
+from app.engine.mcp_launch import McpLaunch, plan_launch
 from app.engine.outcomes import AttemptOutcome
 from app.engine.recorder import RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
-from app.errors import CLIError, StorageUnavailable
+from app.errors import CLIError, ConfigError, StorageUnavailable
 from app.logs import oneline
 from app.output.extract import format_section, recovery_section
 from app.output.outcome import Budget, CredentialsRejected, usd
@@ -41,15 +42,20 @@ from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.paths import PACKAGE_ROOT
 from app.probe.variables import SERVE_VARIABLES
+from app.store import guard as guard_store
 from app.store import processes, sessions
+from app.store import runbooks as runbook_store
 from app.store.db import Database
+from app.store.runbooks import RunbookGiven
 from app.supervisor.context import recovery_prompt
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
+from app.supervisor.guarding import hook_settings, policy_for
 from app.supervisor.halt import Halt
 from app.supervisor.hub import Hub
 from app.supervisor.launch import Launch, build_argv, child_env, stdin_bytes
 from app.supervisor.process_groups import ProcessIdentity
 from app.supervisor.runner import LineSink, ProcessOutcome, RunningProcess
+from app.supervisor.skills import sync_skills
 from app.tasks import spawn
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, AttemptKind, SessionStatus
 
@@ -69,6 +75,8 @@ class TierRequest:
     chain_id: int | None = None
     spec: OutputSpec | None = None  # the output contract; None: the default, native
     dry_run: bool = False  # read-only tools, told to only say what it would do
+    approved_by: str | None = None  # the approval that let this tier run (the guard's policy says so)
+    runbooks: Sequence[RunbookGiven] = ()  # what its system prompt quotes or links (recorded with the session)
 
 
 @dataclass
@@ -82,13 +90,22 @@ class SessionResult:
 DRY_RUN_DISALLOWED = ("Edit", "Write", "NotebookEdit")
 
 
-def tools_for(cfg: TierConfig, dry_run: bool) -> tuple[list[str], list[str]]:
+def tools_for(cfg: TierConfig, dry_run: bool, mcp_tools: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """A run's ``--allowedTools`` and ``--disallowedTools``: the tier's own, or in a dry run the
-    read-only rules and the editing tools removed."""
+    read-only rules and the editing tools removed; plus ``mcp_tools``, the CLI rules of the MCP
+    tools the run may call (``engine/mcp_launch``)."""
     if not dry_run:
-        return cfg.allowed_tools, cfg.disallowed_tools
+        return [*cfg.allowed_tools, *mcp_tools], cfg.disallowed_tools
     allowed = [rule.strip() for rule in READ_ONLY_TOOLS.split(",")]  # its rules hold no comma
-    return allowed, list(dict.fromkeys([*DRY_RUN_DISALLOWED, *cfg.disallowed_tools]))
+    return [*allowed, *mcp_tools], list(dict.fromkeys([*DRY_RUN_DISALLOWED, *cfg.disallowed_tools]))
+
+
+def mcp_for(settings: Settings, tier: int, dry_run: bool) -> tuple[McpLaunch | None, str | None]:
+    """The run's MCP servers (None: none), or why they cannot be given: the session fails with it."""
+    try:
+        return plan_launch(settings, tier, dry_run), None
+    except ConfigError as exc:
+        return None, f"MCP servers: {exc}"
 
 
 def tier_budget(settings: Settings, tier: int) -> Budget | None:
@@ -139,9 +156,10 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     validator = spec.validator
     max_retries = spec.max_retries if spec.max_retries is not None else settings.output_max_retries
     budget = tier_budget(settings, req.tier)
-    allowed_tools, disallowed_tools = tools_for(cfg, req.dry_run)
+    mcp, mcp_problem = mcp_for(settings, req.tier, req.dry_run)
+    allowed_tools, disallowed_tools = tools_for(cfg, req.dry_run, mcp.allowed_tools if mcp else ())
     options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
-                                            output_mode=spec.mode, budget=budget)
+                                            output_mode=spec.mode, budget=budget, secrets=mcp.secrets if mcp else ())
     redact = options.redact or db.redact  # the stream's redactor: what the CLI is given, the row keeps
     prompt = redact(req.prompt)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=prompt,
@@ -177,11 +195,24 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         cwd.mkdir(parents=True, exist_ok=True)
         home.mkdir(parents=True, exist_ok=True)
         rec.cwd = str(cwd)
+        if req.tier >= FIRST_MODEL_TIER:  # the extensions' skills, in the CLI's HOME (never fails a session)
+            await asyncio.to_thread(sync_skills, home, settings.extension_dirs())
+        await runbook_store.record_given(db, rec.session_pk, req.runbooks)
         env = child_env(home, settings.allowed_env())
         if req.tier == PROBE_TIER:
             env["PYTHONPATH"] = str(PACKAGE_ROOT)  # the probe runs this package, installed or not
             # `serve`'s address, for a checks file's ${TIEROPS_SERVE_URL} (app/probe/variables.py)
             env.update({name: os.environ[name] for name in SERVE_VARIABLES if name in os.environ})
+        if mcp_problem is not None:
+            raise CLIError(mcp_problem)
+        if mcp is not None:
+            env.update(mcp.env)  # the values of the config's ${VAR}s: never on the command line
+            # 2.1.197 connects MCP servers in the background by default: a slow server is still
+            # "pending" in the init line and its tools answer "still connecting" to the first turn
+            # (seen with a Python SDK server on a loaded machine). Blocking makes the first turn
+            # see every server connected or failed.
+            env["MCP_CONNECTION_NONBLOCKING"] = "0"
+        mcp_json = mcp.config_json(env) if mcp else None
         # Native mode hands the schema to the CLI (--json-schema, its StructuredOutput
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
@@ -189,6 +220,12 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         first_prompt = f"{prompt}\n\n{format_section(spec.schema)}" if prompted else prompt
         system_text = redact(req.system_prompt)
         system_file = cwd / SYSTEM_PROMPT_FILE
+        guard_json = None
+        if settings.guard and req.tier >= FIRST_MODEL_TIER:
+            policy = policy_for(settings, req.tier, dry_run=req.dry_run, allowed_tools=allowed_tools,
+                                disallowed_tools=disallowed_tools, trigger=req.trigger, approved_by=req.approved_by)
+            await guard_store.set_policy(db, rec.session_pk, policy.as_json())
+            guard_json = hook_settings(settings.db_path, rec.session_pk, settings.guard_timeout)
 
         def launch_for(text: str, resume: str | None = None, budget_usd: float | None = None) -> Launch:
             """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and
@@ -199,7 +236,8 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             argv = build_argv(cfg.command, model=cfg.model, wire_schema=wire_schema,
                               system_prompt_file=str(system_file), allowed_tools=allowed_tools,
                               disallowed_tools=disallowed_tools, max_turns=cfg.max_turns,
-                              add_dirs=settings.read_dirs(), resume=resume, max_budget_usd=budget_usd)
+                              add_dirs=settings.read_dirs(), resume=resume, max_budget_usd=budget_usd,
+                              settings_json=guard_json, mcp_config=mcp_json)
             return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(text))
 
         launch = launch_for(first_prompt, budget_usd=budget.usd if budget else None)

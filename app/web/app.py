@@ -41,6 +41,7 @@ from app.logs import AccessLog, oneline
 from app.output.validate import OutputValidator
 from app.redact import install_log_redaction, redactor_for
 from app.store import dashboard
+from app.store import guard as guard_store
 from app.store import incidents as incident_store
 from app.store import notifications as notification_store
 from app.store.db import Database
@@ -88,6 +89,9 @@ class Metrics:
         # notifications by status (pending, sent, failed, suppressed, digested)
         self.notifications = Gauge("tierops_notifications_total", "Stored notifications", ["status"],
                                    registry=self.registry)
+        # the PreToolUse guard's decisions, by the session's tier, decision and rule
+        self.guard = Gauge("tierops_guard_decisions_total", "Tool calls the guard decided", ["tier", "decision", "rule"],
+                           registry=self.registry)
         # incidents and the probe's checks
         self.incidents = Gauge("tierops_incidents_open", "Unresolved incidents", ["service", "severity", "status"],
                                registry=self.registry)
@@ -111,6 +115,9 @@ class Metrics:
         self.notifications.clear()
         for c in await notification_store.counts(st.db):
             self.notifications.labels(c["status"]).set(c["count"])
+        self.guard.clear()
+        for g in await guard_store.counts(st.db):
+            self.guard.labels("" if g["tier"] is None else str(g["tier"]), g["decision"], g["rule"]).set(g["count"])
         return generate_latest(self.registry)
 
     async def _incidents(self, st: WebState) -> None:

@@ -27,6 +27,7 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,14 +91,16 @@ class ForkServer:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.errors: Any = None
         atexit.register(self.close)
 
     def _server(self) -> subprocess.Popen[bytes]:
         if self.proc is None or self.proc.poll() is not None:
             env = {**os.environ, "PYTHONPATH": str(REPO)}
             env.pop("PYTHONDONTWRITEBYTECODE", None)
+            self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (kept for the server's life)
             self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env=env, cwd=REPO)
+                                         stdout=subprocess.PIPE, stderr=self.errors, env=env, cwd=REPO)
         return self.proc
 
     def close(self) -> None:
@@ -113,6 +116,8 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if self.errors is not None:
+            self.errors.close()
 
     def _answer(self, proc: subprocess.Popen[bytes], deadline: float | None) -> dict | None:
         assert proc.stdout is not None
@@ -122,7 +127,9 @@ class ForkServer:
             return None
         line = proc.stdout.readline()
         if not line:
-            raise RuntimeError("the CLI fork server died")
+            self.errors.seek(0)
+            said = self.errors.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"the CLI fork server died (exit {proc.wait()}): {said}")
         return json.loads(line)
 
     def run(self, module: str, args: list[str], *, env: Mapping[str, str], cwd: Path | str | None,

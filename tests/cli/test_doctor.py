@@ -58,7 +58,8 @@ def lines_by_check(out: str) -> dict[str, tuple[str, str]]:
     for line in out.splitlines():
         status, rest = line.split(None, 1)
         for name in ("settings", "state dir", "database", "schema", "prompts", "claude CLI", "credentials",
-                     "online", "checks file", "model tiers", "maintenance", "notifications", "disk", "clock"):
+                     "online", "checks file", "extensions", "model tiers", "mcp servers", "maintenance", "notifications", "disk",
+                     "clock"):
             if rest.startswith(name):
                 found[name] = (status, rest[len(name):].strip())
     return found
@@ -77,10 +78,12 @@ def test_a_healthy_installation_passes_every_check(tmp_path):
     out = doctor(tmp_path, env={"TIEROPS_CLAUDE_BIN": str(exe), "ANTHROPIC_API_KEY": SECRET})
     assert out.returncode == 0, out.stdout + out.stderr
     checks = lines_by_check(out.stdout)
-    assert len(out.stdout.splitlines()) == len(checks) == 13
+    assert len(out.stdout.splitlines()) == len(checks) == 15
     assert {name: status for name, (status, _) in checks.items()} == {
         "settings": "ok", "state dir": "ok", "database": "ok", "schema": "ok", "prompts": "ok",
-        "claude CLI": "ok", "credentials": "ok", "checks file": "skip", "model tiers": "ok", "maintenance": "skip",
+        "claude CLI": "ok", "credentials": "ok", "checks file": "skip", "extensions": "skip", "model tiers": "ok",
+        "mcp servers": "skip",
+        "maintenance": "skip",
         "notifications": "skip", "disk": "ok", "clock": "ok"}
     assert checks["notifications"][1].startswith("no URL: messages are recorded, not sent")
     assert checks["model tiers"][1].startswith("a cycle can escalate to tiers 1 to 3 (claude CLI found, credentials")

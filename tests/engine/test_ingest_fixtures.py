@@ -52,11 +52,16 @@ EXPECTED = {
     "l_variadic_option_eats_prompt": EMPTY,
     "m_nonessential_traffic_on": NO_OUTPUT, "n_sigterm_while_api_hangs": NO_RESULT,
     "o_max_budget_usd": BUDGET,
+    # PreToolUse hooks (reference §11a): the hook_started/hook_response lines are stored like any line
+    "o_pretooluse_hook_allow": NO_OUTPUT, "o_pretooluse_hook_crash": NO_OUTPUT,
+    "o_pretooluse_hook_deny_json": NO_OUTPUT, "o_pretooluse_hook_exit2": NO_OUTPUT,
+    "o_pretooluse_hook_timeout": NO_OUTPUT,
+    "p_mcp_server_failed": NO_OUTPUT, "p_mcp_stdio_server": NO_OUTPUT,
 }
 
 
 def test_every_capture_has_an_expectation():
-    assert len(SCENARIOS) == 51, "the captures in tests/fixtures are expected to hold 51 captures"
+    assert len(SCENARIOS) == 58, "the captures in tests/fixtures are expected to hold 58 captures"
     assert sorted(EXPECTED) == SCENARIOS
 
 

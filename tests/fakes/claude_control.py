@@ -84,7 +84,9 @@ class FakeClaude:
             text = self.log_path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        # a record still being appended (no newline yet) is read on the next call
+        complete = text[:text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def last(self) -> dict:
         return self.invocations()[-1]

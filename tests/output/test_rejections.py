@@ -64,8 +64,8 @@ def raw_lines(scenario: str) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in (FIXTURES / scenario / "stdout.jsonl").read_bytes().splitlines()]
 
 
-def test_there_are_51_captures():
-    assert len(SCENARIOS) == 51
+def test_there_are_58_captures():
+    assert len(SCENARIOS) == 58
 
 
 # --- rejections in the captures -------------------------------------------------------------------

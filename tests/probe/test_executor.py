@@ -164,7 +164,7 @@ def test_a_broken_checks_file_is_a_failed_result(tmp_path):
     assert final.is_error and final.subtype == "success" and not final.has_structured_output
     assert final.result_text.splitlines() == [
         f"{bad}:2: checks[0].tmeout: unknown key 'tmeout' (allowed: name, service, description, http, tcp, dns, "
-        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
+        "tls, command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env, runbook)",
         f"{bad}:3: checks[1].name: duplicate check name 'a' (first at line 2)"]
     assert f"{bad}:2:" in run.stderr
     for content, why in [("checks: []\n", "the list is empty"), (None, "no such file")]:

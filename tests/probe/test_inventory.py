@@ -126,7 +126,7 @@ checks:
         "1: interval: 5s is too short; the minimum is 10s",
         "4: hosts[0].sh: unknown key 'sh' (allowed: name, ssh, description)",
         "8: checks[0].tmeout: unknown key 'tmeout' (allowed: name, service, description, http, tcp, dns, tls, "
-        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
+        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env, runbook)",
         "9: checks[0].severity: 'fatal' is not one of info, warning, critical",
         "10: checks[1]: missing 'name'",
         "12: checks[2].name: duplicate check name 'api' (first at line 6)",
@@ -149,7 +149,7 @@ def test_a_key_on_its_own_line_is_reported_there(tmp_path):
     path = write(tmp_path, "checks:\n  - name: a\n    tcp: 'db:1'\n\n    retries: 3\n    severity: 2\n")
     assert problems(path) == [
         "5: checks[0].retries: unknown key 'retries' (allowed: name, service, description, http, tcp, dns, tls, "
-        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env)",
+        "command, severity, timeout, max_ms, status, contains, method, headers, min_days, verify, env, runbook)",
         "6: checks[0].severity: 2 is not one of info, warning, critical",
     ]
 

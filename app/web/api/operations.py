@@ -122,8 +122,9 @@ def paths(*, auth: bool) -> dict[str, Any]:
                                  "sessions and cost", _ok("Session", array=True), auth=auth, params=[
             _enum_q("status", values(SessionStatus)), _int_q("tier", low=MIN_TIER, high=MAX_TIER),
             _int_q("limit", SESSIONS_LIMIT), _int_q("offset")])},
-        "/sessions/{id}": {"get": _op("One session with its output attempts and the actions it proposed", _ok("SessionDetail"), auth=auth,
-                                      params=[_ID], errors=("404",))},
+        "/sessions/{id}": {"get": _op("One session with its output attempts, the actions it proposed and the runbooks "
+                                          "it was given", _ok("SessionDetail"), auth=auth, params=[_ID],
+                                      errors=("404",))},
         "/sessions/{id}/activity": {"get": _op("Stored stream lines after a sequence number",
                                                _ok("ActivityLine", array=True), auth=auth,
                                                params=[_ID, _int_q("after"), _int_q("limit", ACTIVITY_LIMIT)],

@@ -1,5 +1,5 @@
 """Sessions over the API: the list (each with its chain's totals), one session with its output
-attempts and proposals, its stored lines, its result, Stop and acknowledging its needs-attention
+attempts, proposals and the runbooks it was given, its stored lines, its result, Stop and acknowledging its needs-attention
 flag. The response shapes beyond the store's rows are the ``TypedDict``\\ s below; the OpenAPI
 document is generated from them (:mod:`app.web.api.responses`).
 """
@@ -18,10 +18,12 @@ from starlette.responses import JSONResponse, Response
 from app.store import activity as activity_store
 from app.store import attempts
 from app.store import cooldowns as action_store
+from app.store import runbooks as runbook_store
 from app.store import sessions as session_store
 from app.store.cooldowns import ProposalRow
 from app.store.incidents import OPERATOR_MAX
 from app.store.rows import SessionRow
+from app.store.runbooks import SessionRunbookRow
 from app.supervisor.remote_stop import StopRefused, stop_anywhere
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, values
 from app.web.api import stats
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 class SessionDetail(SessionRow):
     output_attempts: Sequence[OutputAttempt]
     proposals: Sequence[ProposalRow]  # the actions it proposed, in its order (never taken, never counted)
+    runbooks: Sequence[SessionRunbookRow]  # the runbooks its system prompt quoted or linked, in order
 
 
 class ActivityLine(TypedDict):
@@ -86,7 +89,8 @@ async def session(request: Request) -> Response:
     row = await _session_or_404(request)
     db = state(request).db
     body: SessionDetail = {**row, "output_attempts": await attempts.list_attempts(db, row["id"]),
-                           "proposals": await action_store.proposals(db, session_pk=row["id"], limit=PROPOSALS_MAX)}
+                           "proposals": await action_store.proposals(db, session_pk=row["id"], limit=PROPOSALS_MAX),
+                           "runbooks": await runbook_store.session_runbooks(db, row["id"])}
     return JSONResponse(body)
 
 

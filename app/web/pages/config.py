@@ -12,6 +12,11 @@
   not load (the probe reports the same problems as its failure).
 * **The output schema** every tier is validated against, with its sha256 (the value sessions
   record) and the ``/schemas`` entry holding the same schema, if any.
+* **The extensions** (``TIEROPS_EXTENSIONS``) and the runbooks folder: what each brings and what
+  is wrong with it, as ``tierops doctor`` tells it (``supervisor/extension_report``).
+* **The MCP servers**: name, source (baseline or extension), transport, what runs or is reached,
+  which tools each run may call; what was left out and why. No value of a secret: the configs
+  hold ``${VAR}`` references only (``engine/mcp_config`` refuses literal secrets).
 
 "Command line" means the value differs from what the environment and ``.env`` give now
 (``--home``, ``--db``, ``--checks`` on ``tierops serve``): the page compares with settings
@@ -41,11 +46,13 @@ from app.config import (
     get_settings,
     setting_sources,
 )
+from app.engine.mcp_launch import access, check_settings, launch_problems
 from app.errors import ConfigError
 from app.output.spec import AGENT_RESPONSE_SHA256, schema_sha256
 from app.probe.inventory import InventoryError, load_inventory
 from app.probe.inventory_rules import KINDS
 from app.store import schemas as schema_store
+from app.supervisor.extension_report import extensions_report
 from app.supervisor.session import tier_budget, tools_for
 from app.units import every, span
 from app.vocab import PROBE_TIER, TIERS
@@ -162,6 +169,19 @@ async def checks_summary(settings: Settings) -> dict[str, Any] | None:
             "services": sorted({c.service for c in inv.checks})}
 
 
+def mcp_summary(settings: Settings) -> dict[str, Any]:
+    """The MCP servers as ``tierops doctor`` lists them (blocking: reads the files)."""
+    try:
+        found = check_settings(settings)
+        servers = [{"name": s.name, "source": s.source, "path": str(s.path), "transport": s.transport,
+                    "target": s.target, "access": access(settings, s.name)} for s in found.servers.values()]
+    except ConfigError as exc:
+        return {"error": str(exc), "servers": [], "warnings": [], "problems": []}
+    return {"error": None, "servers": servers, "warnings": [str(w) for w in found.warnings],
+            "problems": launch_problems(settings) if servers else [],
+            "baseline": str(settings.mcp_config) if settings.mcp_config else None}
+
+
 def schedule_summary(settings: Settings, checks: dict[str, Any] | None) -> str:
     if not settings.schedule:
         return "off (TIEROPS_SCHEDULE=false): cycles start only from Run Now, the API or alerts"
@@ -188,7 +208,9 @@ async def config_page(request: Request) -> Response:
         "rows": rows, "sources_problem": problem, "env_file": str(env_file), "env_file_exists": env_file.is_file(),
         "counts": Counter(r["source"] for r in rows), "tiers": tier_rows(st.settings),
         "max_tier": st.settings.max_tier, "dry_run": st.settings.dry_run, "checks": checks,
-        "schedule": schedule_summary(st.settings, checks), "schema": await schema_summary(st)})
+        "schedule": schedule_summary(st.settings, checks), "schema": await schema_summary(st),
+        "mcp": await asyncio.to_thread(mcp_summary, st.settings),
+        "extensions": await asyncio.to_thread(extensions_report, st.settings)})
 
 
 routes = [Route("/config", config_page, methods=["GET"])]

@@ -1,6 +1,6 @@
 """The ``/incidents`` pages: the list (unresolved by default, filtered by status and
 service) and one incident with its latest evidence, the actions the tiers proposed for it (each
-with the session that proposed it), its timeline and three small forms — Acknowledge, Resolve,
+with the session that proposed it), the runbooks its sessions were given, its timeline and three small forms — Acknowledge, Resolve,
 Silence — each with a note.
 
 The forms do what ``POST /api/v1/incidents/{id}/ack|resolve|silence`` do, through the same
@@ -23,7 +23,9 @@ from app.clock import utcnow
 from app.engine.alerts import is_link
 from app.store import alert_incidents
 from app.store import cooldowns as action_store
+from app.store import guard as guard_store
 from app.store import incidents as incident_store
+from app.store import runbooks as runbook_store
 from app.store.db import Database
 from app.store.incidents import NOTE_MAX, IncidentStateError, parse_until
 from app.store.rows import IncidentRow
@@ -71,6 +73,8 @@ async def _incident_ctx(request: Request, pk: int) -> dict[str, Any]:
         raise ApiError(404, "not_found", f"There is no incident {pk}.")
     ctx: dict[str, Any] = {"i": row, "timeline": await incident_store.timeline(db, pk), "now": utcnow(),
                            "proposals": await action_store.proposals(db, incident_id=pk, limit=PROPOSALS_MAX),
+                           "runbooks": await runbook_store.incident_runbooks(db, pk),
+                           "guard_denials": await guard_store.denials_for_incident(db, pk),
                            **await _alert_ctx(db, row),
                            "silence_choices": SILENCE_CHOICES, "note_max": NOTE_MAX, "error": None,
                            "form": {"action": None, "note": "", "until": "1h"}}

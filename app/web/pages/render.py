@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from app.engine.mcp_policy import split_tool_name
 from app.stream.parser import (
     ArrayLine,
     AssistantLine,
@@ -176,6 +177,10 @@ def _tool_use(block: dict[str, Any], pk: Any) -> Markup:
             body.append(render_json(rest, session_pk=pk, cls="json small"))
     else:
         body.append(render_json(inp, session_pk=pk))
+    if (mcp := split_tool_name(name)) is not None:  # mcp__SERVER__TOOL: say which server answers
+        return Markup('<div class="tool-use mcp"{}><div class="label">MCP tool call <span class="tool-name">{}</span> '
+                      '<span class="muted small">(server {}, tool {})</span></div>{}</div>').format(
+            id_attr, name, mcp[0], mcp[1], Markup("").join(body))
     return Markup('<div class="tool-use"{}><div class="label">Tool call <span class="tool-name">{}</span>'
                   '</div>{}</div>').format(id_attr, name, Markup("").join(body))
 
@@ -376,7 +381,16 @@ def finding_badges(badges: Mapping[str, Any] | None) -> Markup:
     return Markup("").join(parts)
 
 
-def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = None) -> Markup:
+def guard_badges(decisions: Sequence[Mapping[str, Any]] | None) -> Markup:
+    """"guard: denied (dry-run)" on a tool call's line, the reason as its title."""
+    parts = [Markup(' <a class="badge guard guard-{d} {warn}" href="#guard" title="{reason}">guard: {word} ({rule})</a>').format(
+        d=g["decision"], warn="warn" if g["decision"] == "deny" else "", reason=_str(g["reason"]),
+        word="denied" if g["decision"] == "deny" else "allowed", rule=_str(g["rule"])) for g in decisions or ()]
+    return Markup("").join(parts)
+
+
+def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = None,
+                    guard: Sequence[Mapping[str, Any]] | None = None) -> Markup:
     """One activity row (``session_pk, seq, attempt, ts, type, subtype, display, raw``) as HTML.
 
     ``raw`` may be None (the page leaves out lines over :data:`PAGE_RAW_LIMIT`): the stored
@@ -413,7 +427,7 @@ def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = N
         '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}{found}</div>'
         '<div class="act-body">{body}</div></div>'
     ).format(cls=cls, seq=seq, attempt=attempt, ts=ts, short_ts=ts[11:19] if len(ts) >= 19 else ts,
-             label=_label(row), badge=attempt_badge, found=finding_badges(badges), body=body)
+             label=_label(row), badge=attempt_badge, found=finding_badges(badges) + guard_badges(guard), body=body)
     return Markup(clean_text(html))  # noqa: S704 (already escaped above; only lone surrogates replaced)
 
 

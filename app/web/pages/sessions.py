@@ -4,7 +4,7 @@ acknowledging its needs-attention flag.
 A session's page opens with its verdict (:mod:`app.web.pages.verdict`), then its chain, then the
 transcript: the newest :data:`TRANSCRIPT_ROWS` lines rendered by :mod:`app.web.pages.render` (the
 same fragments the SSE stream sends while it runs), with badges on the lines that produced its
-findings, and "earlier lines" paging back.
+findings, and "earlier lines" paging back. The runbooks its system prompt quoted are listed.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from starlette.routing import Route
 from app.store import approvals as approval_store
 from app.store import attempts, chains, findings, provenance
 from app.store import cooldowns as action_store
+from app.store import guard as guard_store
 from app.store import incidents as incident_store
+from app.store import runbooks as runbook_store
 from app.store import sessions as session_store
 from app.store.activity import transcript_page
+from app.store.guard import GuardDecisionRow
 from app.store.sessions import AttentionStateError
 from app.supervisor.remote_stop import StopRefused, refusal, stop_anywhere
 from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, values
@@ -97,6 +100,12 @@ async def session_page(request: Request) -> Response:
     approvals = await approval_store.list_approvals(st.db, session_pk=pk)
     # the verdict first, and badges on the lines that produced the findings
     badges = await verdict.transcript_badges(st.db, s, attempt_rows, event_rows, cooldown_rows)
+    guarded = await guard_store.decisions(st.db, pk)
+    call_lines = await guard_store.tool_call_lines(st.db, pk, [d["tool_use_id"] for d in guarded if d["tool_use_id"]])
+    marks: dict[int, list[GuardDecisionRow]] = {}
+    for d in guarded:
+        if d["tool_use_id"] in call_lines:
+            marks.setdefault(call_lines[d["tool_use_id"]], []).append(d)
     # never "resolved" while an incident it touched (or its chain handed it) is open: who must act
     open_now = await verdict.read_still_open(st.db, s, chain, incidents, st.settings.escalate_after)
     # Stop reaches a session another process runs too, when its CLI can be verified
@@ -108,7 +117,8 @@ async def session_page(request: Request) -> Response:
                                    event_counts=await provenance.event_counts(st.db, pk),
                                    proposals=await action_store.proposals(st.db, session_pk=pk, limit=PROPOSALS_MAX),
                                    open_now=open_now),
-        "transcript": [render_activity(r, badges.get(r["seq"])) for r in rows],
+        "transcript": [render_activity(r, badges.get(r["seq"]), marks.get(r["seq"])) for r in rows],
+        "guard": [{**d, "seq": call_lines.get(d["tool_use_id"] or "")} for d in guarded],
         "more_before": rows[0]["seq"] if more and rows else None,
         "viewing_earlier": before is not None,
         "last_seq": rows[-1]["seq"] if rows and before is None else 0,
@@ -120,6 +130,7 @@ async def session_page(request: Request) -> Response:
         "failure": failure_of(s, attempt_rows),
         "checks": checks,
         "incidents": incidents,
+        "runbooks": await runbook_store.session_runbooks(st.db, pk),
         "events": [render_event_row(e) for e in event_rows],
         "chain": chain if len(chain) > 1 else [],
         "structured": render_json(s["structured_output"], session_pk=pk) if s["structured_output"] is not None
