@@ -181,6 +181,9 @@ class RunningProcess:
             await asyncio.gather(*tasks, return_exceptions=True)
             # Whatever happened, no process of this session outlives it.
             outcome.killed_pids += await self._kill_group(0, pipe_holders=held)
+            if proc.returncode is None:  # cancelled before its exit was seen: reap it now, not after the
+                with contextlib.suppress(TimeoutError):  # loop that started it is gone (a zombie, a warning)
+                    await asyncio.wait_for(children.exited(proc), EXIT_WAIT)
             for pipe in self._pipes:
                 pipe.close()
         outcome.exit_code = proc.returncode
