@@ -325,7 +325,7 @@ def hostile_session(draw: st.DrawFn) -> list[str]:
     return lines
 
 
-@settings(max_examples=120, derandomize=True, deadline=None, database=None,
+@settings(max_examples=80, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=hostile_session())
 def test_a_session_of_hostile_lines_is_recorded_whole(lines):

@@ -32,10 +32,10 @@ from tests.helpers import escalating, healthy
 
 pytestmark = pytest.mark.timeout(120)
 
-CHAINS = 50
+CHAINS = 40
 WRITERS = 5  # memory-writing clients
-READERS = 8  # clients reading the GET endpoints the whole time
-MEMORIES_PER_WRITER = 50  # each: POST, GET, PATCH, GET (80 writes per writer)
+READERS = 6  # clients reading the GET endpoints the whole time (twice the reader pool)
+MEMORIES_PER_WRITER = 40  # each: POST, GET, PATCH, GET
 
 
 class Tally:
