@@ -186,14 +186,18 @@ def _supervise(tmp_path: Path, fake: cc.FakeClaude, *args: str) -> subprocess.Po
                             text=True, env=_cli_env(tmp_path, fake), cwd=tmp_path)
 
 
-def _recorded(tmp_path: Path, proc: subprocess.Popen, fake: cc.FakeClaude, timeout: float = 20) -> sqlite3.Row:
-    """The first session row once its CLI is recorded on it (and the fake has logged its run)."""
+def _recorded(tmp_path: Path, proc: subprocess.Popen, fake: cc.FakeClaude, timeout: float = 20, *,
+              lines: int = 0) -> sqlite3.Row:
+    """The first session row once its CLI is recorded on it (and the fake has logged its run), with
+    at least ``lines`` of its stream stored (a fake killed from under before it wrote them dies of
+    SIGPIPE when it does)."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(sqlite3.Error), sqlite3.connect(tmp_path / "tierops.db") as conn:
             conn.row_factory = sqlite3.Row
             row = conn.execute("SELECT * FROM sessions WHERE id = 1 AND cli_pid IS NOT NULL").fetchone()
-            if row is not None and fake.invocations():
+            stored = conn.execute("SELECT count(*) FROM activity WHERE session_pk = 1").fetchone()[0]
+            if row is not None and fake.invocations() and stored >= lines:
                 return row
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
@@ -239,7 +243,7 @@ def test_the_next_start_kills_a_cli_that_outlived_its_supervisor(tmp_path):
     first = _supervise(tmp_path, fake)
     second: subprocess.Popen | None = None
     try:
-        row = _recorded(tmp_path, first, fake)
+        row = _recorded(tmp_path, first, fake, lines=1)
         [inv] = fake.invocations()
         assert inv["pdeathsig"] == signal.SIGKILL  # set by the supervisor (then reset by the fake)
         first.kill()
