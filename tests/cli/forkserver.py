@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,10 @@ for line in requests:
                 code = code or 120
         finally:
             os._exit(code)
-    answers.write(json.dumps({"pid": pid}).encode() + b"\n")
+    answers.write(json.dumps({"id": req["id"], "pid": pid}).encode() + b"\n")
     answers.flush()
     _, status = os.waitpid(pid, 0)
-    answers.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    answers.write(json.dumps({"id": req["id"], "status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
     answers.flush()
 """
 
@@ -92,6 +93,7 @@ class ForkServer:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.errors: Any = None
+        self.requests = 0
         atexit.register(self.close)
 
     def _server(self) -> subprocess.Popen[bytes]:
@@ -119,18 +121,37 @@ class ForkServer:
         if self.errors is not None:
             self.errors.close()
 
-    def _answer(self, proc: subprocess.Popen[bytes], deadline: float | None) -> dict | None:
+    def _answer(self, proc: subprocess.Popen[bytes], request_id: int, key: str, wait: float) -> Any:
+        """The server's ``key`` answer to request ``request_id`` (an answer to an earlier request,
+        left unread by a caller that gave up, is skipped); None after ``wait`` seconds."""
         assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], deadline)
-        if not ready:
-            return None
-        line = proc.stdout.readline()
-        if not line:
-            self.errors.seek(0)
-            said = self.errors.read().decode(errors="replace")[-3000:]
-            raise RuntimeError(f"the CLI fork server died (exit {proc.wait()}): {said}")
-        return json.loads(line)
+        deadline = time.monotonic() + wait
+        while True:
+            ready, _, _ = select.select([proc.stdout.fileno()], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            line = proc.stdout.readline()
+            if not line:
+                self.errors.seek(0)
+                said = self.errors.read().decode(errors="replace")[-3000:]
+                raise RuntimeError(f"the CLI fork server died (exit {proc.wait()}): {said}")
+            answer = json.loads(line)
+            if answer.get("id") == request_id and key in answer:
+                return answer[key]
+
+    def _give_up(self, pid: int | None, why: str) -> None:
+        """A command that did not finish in time: say what it was doing, kill it, and start a new
+        server for the next command (nothing of this one is carried over)."""
+        if pid is not None:
+            state = ""
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                state = next((x for x in status.splitlines() if x.startswith("State:")), "")
+                state += f", wchan {Path(f'/proc/{pid}/wchan').read_text()}"
+            sys.stderr.write(f"forkserver: {why}: pid {pid} {state}\n")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.close()
 
     def run(self, module: str, args: list[str], *, env: Mapping[str, str], cwd: Path | str | None,
             stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess[bytes]:
@@ -144,21 +165,21 @@ class ForkServer:
             Path(paths["stderr"]).touch()
             proc = self._server()
             assert proc.stdin is not None
-            request = {"module": module, "args": list(args), "argv0": sys.executable, "env": dict(env),
-                       "cwd": str(cwd or os.getcwd()), **paths}
+            self.requests += 1
+            request = {"id": self.requests, "module": module, "args": list(args), "argv0": sys.executable,
+                       "env": dict(env), "cwd": str(cwd or os.getcwd()), **paths}
             proc.stdin.write(json.dumps(request).encode() + b"\n")
             proc.stdin.flush()
-            pid = self._answer(proc, 30)
+            pid = self._answer(proc, self.requests, "pid", 30)
             if pid is None:
-                raise RuntimeError("the CLI fork server did not answer")
-            done = self._answer(proc, timeout)
-            if done is None:  # as subprocess.run does: kill it, then raise
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid["pid"], signal.SIGKILL)
-                self._answer(proc, 30)
+                self._give_up(None, "no answer in 30 s")
+                raise RuntimeError("the CLI fork server did not answer in 30 s")
+            status = self._answer(proc, self.requests, "status", timeout)
+            if status is None:  # as subprocess.run does: kill it, then raise
+                self._give_up(pid, f"{module} {' '.join(args)[:200]} still running after {timeout:g} s")
                 raise subprocess.TimeoutExpired([module, *args], timeout, Path(paths["stdout"]).read_bytes(),
                                                 Path(paths["stderr"]).read_bytes())
-            return subprocess.CompletedProcess([sys.executable, "-m", module, *args], done["status"],
+            return subprocess.CompletedProcess([sys.executable, "-m", module, *args], status,
                                                Path(paths["stdout"]).read_bytes(),
                                                Path(paths["stderr"]).read_bytes())
 
