@@ -94,12 +94,14 @@ class ForkServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.errors: Any = None
         self.requests = 0
+        self.pending = b""  # read from the server, not yet taken as an answer
         atexit.register(self.close)
 
     def _server(self) -> subprocess.Popen[bytes]:
         if self.proc is None or self.proc.poll() is not None:
             env = {**os.environ, "PYTHONPATH": str(REPO)}
             env.pop("PYTHONDONTWRITEBYTECODE", None)
+            self.pending = b""
             self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (kept for the server's life)
             self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.errors, env=env, cwd=REPO)
@@ -127,14 +129,19 @@ class ForkServer:
         assert proc.stdout is not None
         deadline = time.monotonic() + wait
         while True:
-            ready, _, _ = select.select([proc.stdout.fileno()], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                return None
-            line = proc.stdout.readline()
-            if not line:
-                self.errors.seek(0)
-                said = self.errors.read().decode(errors="replace")[-3000:]
-                raise RuntimeError(f"the CLI fork server died (exit {proc.wait()}): {said}")
+            # Lines are split here from raw reads: a buffered readline could take the next answer
+            # into its buffer, where select() cannot see it (the answers come in pairs, often at once).
+            while b"\n" not in self.pending:
+                ready, _, _ = select.select([proc.stdout.fileno()], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    return None
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    self.errors.seek(0)
+                    said = self.errors.read().decode(errors="replace")[-3000:]
+                    raise RuntimeError(f"the CLI fork server died (exit {proc.wait()}): {said}")
+                self.pending += chunk
+            line, self.pending = self.pending.split(b"\n", 1)
             answer = json.loads(line)
             if answer.get("id") == request_id and key in answer:
                 return answer[key]
