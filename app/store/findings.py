@@ -229,6 +229,17 @@ async def session_events(db: Database, session_pk: int) -> list[ReportEvent]:
     return cast(list[ReportEvent], [dict(r) for r in rows])
 
 
+async def problem_evidence(db: Database, session_pk: int) -> dict[str, int]:
+    """How many of the session's problem findings — warning and critical events, services not
+    healthy — have each evidence status (verified, unsupported, uncited; unchecked ones left out)."""
+    rows = await db.fetchall(
+        "SELECT evidence_status, count(*) FROM (SELECT evidence_status FROM events WHERE session_pk = ?"
+        " AND level IN ('warning', 'critical') UNION ALL SELECT evidence_status FROM check_results"
+        " WHERE session_pk = ? AND status != 'healthy') WHERE evidence_status IS NOT NULL GROUP BY evidence_status",
+        (session_pk, session_pk), fresh=True)
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
 # -- service checks and cooldowns --------------------------------------------------------------
 
 async def session_checks(db: Database, session_pk: int, *, fresh: bool = False) -> list[CheckRow]:

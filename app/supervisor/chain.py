@@ -55,6 +55,7 @@ from app.supervisor.guards import (
     BudgetSpent,
     cooldown_refusal,
     daily_budget_spent,
+    evidence_hold,
     held_by_maintenance,
     model_tiers_unavailable,
     why_a_human_looks,
@@ -194,7 +195,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if attention is None and row["escalation_needed"] and halt is not None and halt.reason is not None:
             attention = f"escalation to tier {tier + 1} not started: {halt.reason}"  # stop means stop
         if attention is None and row["escalation_needed"]:
-            attention = await cooldown_refusal(db, settings, row)
+            attention = await cooldown_refusal(db, settings, row) or await evidence_hold(db, settings, row)
         if attention is None and row["escalation_needed"]:
             try:  # read before escalating: a missing prompt file must not silently drop the escalation
                 tier_prompt = base_prompt(settings, tier + 1, prompt)
