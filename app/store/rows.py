@@ -286,6 +286,21 @@ class CheckRow(TypedDict):
     evidence: list[CheckedCitation] | None
 
 
+class IncidentFindingRow(TypedDict):
+    """A checked problem finding of a session that worked on an incident (``app/store/evidence.py``)."""
+
+    kind: str  # event | check
+    id: int
+    session_pk: int
+    tier: int | None
+    status: str  # an event's level, a check's status
+    service: str | None
+    message: str | None  # an event's message, a check's detail
+    evidence_status: str
+    evidence: list[CheckedCitation] | None
+    created_at: str
+
+
 class CooldownRow(TypedDict):
     action: str
     service: str
