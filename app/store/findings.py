@@ -240,6 +240,15 @@ async def problem_evidence(db: Database, session_pk: int) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows}
 
 
+async def problem_events(db: Database, session_pk: int) -> list[tuple[str, str | None, str, str | None]]:
+    """The session's warning and critical events in routing order: (level, service, message,
+    evidence status; None when not checked), what a message about its outcome lists."""
+    rows = await db.fetchall(
+        "SELECT level, service, message, evidence_status FROM events WHERE session_pk = ?"
+        " AND level IN ('warning', 'critical') ORDER BY id", (session_pk,), fresh=True)
+    return [(str(r[0]), r[1], str(r[2]), r[3]) for r in rows]
+
+
 # -- service checks and cooldowns --------------------------------------------------------------
 
 async def session_checks(db: Database, session_pk: int, *, fresh: bool = False) -> list[CheckRow]:

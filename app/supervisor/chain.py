@@ -169,7 +169,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                                            await _flag_guard_denials(db, row, chain_id)])) or None
         verdict = await _track_incidents(db, settings, row, chain_id, routed=parent is not None or spec is None
                                          or spec.routed)
-        items = news.incident_news(verdict)
+        items = news.incident_news(verdict, await news.unverified_keys(db, row))
         if verdict is not None:
             about.update(dict.fromkeys(ch.incident["id"] for ch in verdict.changes))
             if verdict.resolved:  # an approval waiting for an incident that just resolved has nothing left to run
