@@ -46,12 +46,18 @@ from app.vocab import PROBE_TIER, Source
 
 log = logging.getLogger(__name__)
 
-__all__ = ["act", "incident_news", "notices", "outcome", "send", "standalone_attention", "unverified_keys"]
+__all__ = ["HELD_UNVERIFIED", "act", "incident_news", "notices", "outcome", "send", "standalone_attention", "unverified_keys"]
 
 
-def incident_news(verdict: Verdict | None, unverified: Iterable[str] = ()) -> list[IncidentNews]:
+HELD_UNVERIFIED = ("held: TIEROPS_EVIDENCE_POLICY=hold and the finding that changed it rests on no "
+                   "verified evidence")
+
+
+def incident_news(verdict: Verdict | None, unverified: Iterable[str] = (), *,
+                  hold: bool = False) -> list[IncidentNews]:
     """The messages a session's incident changes are worth, each with why it is held if it is;
-    ``unverified``: the incident keys whose finding rests on no verified evidence."""
+    ``unverified``: the incident keys whose finding rests on no verified evidence; ``hold``
+    (``TIEROPS_EVIDENCE_POLICY=hold``): their messages are recorded, not sent."""
     marked = set(unverified)
     if verdict is None:
         return []
@@ -73,6 +79,8 @@ def incident_news(verdict: Verdict | None, unverified: Iterable[str] = ()) -> li
                 item.suppress = held[inc["id"]]
             elif ch.kind == "opened" and inc["flapping"] and ch.flap_escalated:
                 item.suppress = "flapping: already told once within TIEROPS_FLAP_WINDOW"
+            elif hold and item.unverified:
+                item.suppress = HELD_UNVERIFIED
         out.append(item)
     return out
 

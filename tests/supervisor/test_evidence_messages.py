@@ -73,3 +73,19 @@ async def test_unverified_findings_are_marked_in_incident_and_outcome_messages(d
     assert [n.title for n in sink.notices if n.kind == "incident_opened"] == ["mail: mail down"]
     plain = await news.outcome(db, links, [])
     assert plain is not None and "unverified" not in plain.title + plain.body
+
+
+async def test_hold_records_an_unverified_page_without_sending_it_and_asks_a_human(db, make_settings, validator,
+                                                                                   tmp_path):
+    fake = cc.make_fake_claude(tmp_path / "bin", [
+        cited_stage(report(event("critical", "nginx", "nginx failed", {"quote": REAL}),
+                           event("critical", "postgres", "postgres lags", {"quote": INVENTED})),
+                    tool_id=cc.tool_use_id())])
+    sink = Sink()
+    links = await run_chain(db, make_settings(fake, evidence_policy="hold"), validator, None, notifier=sink)
+    opened = {n.title: n.suppress for n in sink.notices if n.kind == "incident_opened"}
+    assert opened == {"nginx: nginx failed": None, "postgres: postgres lags (unverified)": news.HELD_UNVERIFIED}
+    postgres = next(i for i in await incident_store.list_incidents(db) if i["service"] == "postgres")
+    session = await db.fetchone("SELECT attention FROM sessions WHERE id = ?", (links[0]["id"],))
+    assert session["attention"] == (f"not paged (TIEROPS_EVIDENCE_POLICY=hold): incident #{postgres['id']} rests on "
+                                    "findings no tool output of this session shows")
