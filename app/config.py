@@ -253,6 +253,12 @@ class Settings(BaseSettings):
     guard_timeout: float = Field(
         5.0, gt=0, le=60, description="Seconds the guard may take to decide one tool call; past them it denies. The "
         "hook's own timeout given to the CLI is this plus 5 s (a hook the CLI times out lets the call run).")
+    evidence_policy: Literal["flag", "hold", "off"] = Field(
+        "flag", description="What a model tier's findings that do not cite tool output it really got do: `flag` "
+        "(check every citation against the session's tool calls, store each finding as verified, unsupported or "
+        "uncited, and go on), `hold` (the same, and an escalation resting on no verified warning or critical "
+        "finding or escalation citation does not start the next tier: the session needs attention) or `off` "
+        "(not checked).")
 
     # -- extensions: runbooks, repo extensions, MCP servers -----------------------------------
     runbooks: Path | None = Field(

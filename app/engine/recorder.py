@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.clock import LineClock
+from app.engine.evidence_check import verify_routed
 from app.engine.line_screen import flagged_lines, parse_lines, screen_for
 from app.engine.outcomes import (
     AttemptOutcome,
@@ -99,6 +100,7 @@ class RecorderOptions:
     route_output: bool = True
     output_mode: str = "native"  # native | prompted: where an attempt's output is read from
     budget: Budget | None = None  # the run's --max-budget-usd, named when the CLI stops at it
+    evidence_policy: str = "flag"  # TIEROPS_EVIDENCE_POLICY: off leaves findings' evidence unchecked
 
     @classmethod
     def from_settings(cls, settings: Settings, publish: Publisher | None = None,
@@ -108,7 +110,7 @@ class RecorderOptions:
         return cls(handoff_path=settings.handoff_file, initial_confidence=settings.memory_initial_confidence,
                    reinforce=settings.memory_reinforce, publish=publish, redact=redactor_for(settings, secrets),
                    storage_retry_limit=settings.storage_retry_limit, route_output=route_output,
-                   output_mode=output_mode, budget=budget)
+                   output_mode=output_mode, budget=budget, evidence_policy=settings.evidence_policy)
 
 
 class SessionRecorder:
@@ -119,6 +121,7 @@ class SessionRecorder:
         self.session_pk = session_pk
         self.options = options or RecorderOptions()
         self.session_id: str | None = None
+        self.tier: int | None = None
         self.cwd: str | None = None
         self.cli_model: str | None = None
         self.cli_version: str | None = None
@@ -164,6 +167,7 @@ class SessionRecorder:
                                            contract=contract, dry_run=dry_run, max_budget_usd=max_budget_usd)
         rec = cls(db, validator, pk, options)
         rec.cwd = cwd
+        rec.tier = tier
         if tier is not None:
             rec.log_context["tier"] = tier
         return rec
@@ -431,6 +435,9 @@ class SessionRecorder:
         if status == SessionStatus.INTERRUPTED:  # its findings yes, its escalation decision never
             routed, dropped = for_interrupted(routed)
             notes.extend(dropped)
+        if not safe:  # a finding's evidence is checked against this session's stored tool calls
+            routed = await verify_routed(self.db, self.session_pk, routed, self._redact, tier=self.tier,
+                                         policy=self.options.evidence_policy)
         facts = SessionFacts(cli_rejections=self.cli_rejections, line_count=self.line_count, cli_model=self.cli_model, cwd=self.cwd,
                              handoff_raw=handoff_raw, notes=notes, exit_code=exit_code, stderr_tail=stderr_tail)
         summary = (summarize(self.outcomes, facts, status=status, reason=reason) if self.outcomes

@@ -10,6 +10,11 @@ expired approval) that name the incidents they follow (:attr:`Notice.follows`), 
 sends them wherever the opening went; held messages (maintenance, silenced, flapping already told)
 recorded with why (:attr:`Notice.suppress`), never sent.
 
+A model's finding that rests only on unsupported or uncited evidence (its citations are not in its
+session's tool output, or it cites none: ``app/engine/evidence_check.py``) says so in a word:
+"(unverified)" after an incident's title, before a listed finding, after an outcome's title.
+Verified and unchecked findings read as before.
+
 Each notice has a ``dedup_key`` naming the state change (``incident:7:opened``), so a repeated
 call sends nothing twice, across restarts and processes. The rules in full: ARCHITECTURE.md,
 "Notifications".
@@ -36,6 +41,8 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 ORIGIN_SOURCE = {"probe": "check", "agent": "model", "alert": "alert"}
 OPENING_KINDS = ("incident_opened", "incident_worsened")  # what a follow-up follows
 _VERB = {"probe": "failing", "alert": "firing"}  # what a failing check or alert does, in a title
+UNVERIFIED = " (unverified)"  # the mark of a finding resting only on unsupported or uncited evidence
+UNVERIFIED_STATUSES = ("unsupported", "uncited")
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ class IncidentNews:
     action: str | None = None
     suppress: str | None = None
     after_maintenance: str | None = None  # the window that held it and has ended
+    unverified: bool = False  # the session's finding that changed it rests on no verified evidence
 
     @property
     def incident(self) -> IncidentRow:
@@ -176,12 +184,14 @@ def incident_notice(item: IncidentNews) -> Notice:
             again = f"; it reopens #{inc['reopened_from']}, resolved shortly before"
         if inc.get("flapping"):
             title += " (flapping)"
+        title += UNVERIFIED if item.unverified else ""
         body = f"{clip(inc.get('evidence'))}\n\n{facts}, opened {inc['opened_at']}{again}.{action}"
         return Notice("incident_opened", inc["severity"], title, clip(body, BODY_MAX + 500), link,
                       f"incident:{inc['id']}:opened", suppress=item.suppress, **about)
     if kind == "worsened":
         verb = _VERB.get(str(inc.get("origin")), "")
         title = f"{who}: {what}{' ' + verb if verb and not alert else ''}, now {inc['severity']}"
+        title += UNVERIFIED if item.unverified else ""
         body = f"{clip(inc.get('evidence'))}\n\n{facts}: worse than when it opened at {inc['opened_at']}.{action}"
         return Notice("incident_worsened", inc["severity"], title, clip(body, BODY_MAX + 500), link,
                       f"incident:{inc['id']}:worsened:{inc['severity']}", suppress=item.suppress, **about)
@@ -225,6 +235,7 @@ class Outcome:
     waiting: tuple[int, int] | None = None  # (approval id, tier) it waits for
     attention: str | None = None  # why a human must look
     tiers: Sequence[int] = field(default_factory=list)
+    unverified: bool = False  # its warning/critical findings all rest on unsupported or uncited evidence
 
 
 def outcome_notice(o: Outcome) -> Notice:
@@ -239,6 +250,7 @@ def outcome_notice(o: Outcome) -> Notice:
         word = f"tier {tier} {last.get('status')}"
     else:
         word = f"investigated by tier {tier}" + ("" if open_incidents or not o.incidents else ", resolved")
+    word += UNVERIFIED if o.unverified else ""
     if o.incidents:
         lead = max(o.incidents, key=lambda i: (i.get("status") != "resolved", SEVERITY_RANK.get(i["severity"], 0)))
         more = f" +{len(o.incidents) - 1} more" if len(o.incidents) > 1 else ""

@@ -25,11 +25,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
+class Citation(_Model):
+    """Evidence of a finding: an exact excerpt of a tool result (of the command, for an action)."""
+
+    quote: str = Field(min_length=1, max_length=2000)
+    tool_use_id: str | None = None  # the tool call it is from, when the model knows it
+
+
 class Event(_Model):
     level: Level
     service: str | None = None
     message: str = Field(min_length=1)
     key: str | None = Field(None, min_length=1, max_length=200)  # the incident it belongs to
+    evidence: list[Citation] = Field(default_factory=list)
 
 
 class Memory(_Model):
@@ -42,6 +50,7 @@ class Escalation(_Model):
     reason: str | None = None
     context: str | None = None
     failed_checks: list[str] = Field(default_factory=list)
+    evidence: list[Citation] = Field(default_factory=list)
 
 
 class ServiceCheck(_Model):
@@ -51,6 +60,7 @@ class ServiceCheck(_Model):
     check: str | None = None  # an inventory check (tier 0's probe sets these three)
     service: str | None = None
     latency_ms: float | None = None
+    evidence: list[Citation] = Field(default_factory=list)
 
 
 class Action(_Model):
@@ -60,6 +70,7 @@ class Action(_Model):
     service: str | None = None
     result: ActionResult
     detail: str | None = None
+    evidence: list[Citation] = Field(default_factory=list)
 
 
 class AgentResponse(_Model):

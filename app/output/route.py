@@ -25,13 +25,31 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.output.contract import Action, AgentResponse, Escalation, Event, Memory, ServiceCheck
+from app.output.contract import Action, AgentResponse, Citation, Escalation, Event, Memory, ServiceCheck
 from app.output.handoff import Handoff
 from app.output.markers import MarkerSet
 
 log = logging.getLogger(__name__)
 
 _M = TypeVar("_M", bound=BaseModel)
+
+
+Cites = list[dict[str, Any]]
+"""A finding's citations as the model gave them: ``{"quote", "tool_use_id"}`` each."""
+Verdict = tuple[str, list[dict[str, Any]]]
+"""A finding's evidence status (verified | unsupported | uncited) and its citations as checked:
+``{"quote", "tool_use_id", "holds", "why"}`` each (``app/engine/evidence_check.py``)."""
+
+
+@dataclass
+class Verdicts:
+    """Each routed finding's verdict, aligned with :class:`Routed`'s lists; the escalation's own."""
+
+    events: list[Verdict] = field(default_factory=list)
+    checks: list[Verdict] = field(default_factory=list)
+    cooldowns: list[Verdict] = field(default_factory=list)
+    actions: list[Verdict] = field(default_factory=list)
+    escalation: Verdict | None = None
 
 
 @dataclass
@@ -44,6 +62,13 @@ class Routed:
     cooldowns: list[tuple[str, str, str, str]] = field(default_factory=list)
     escalation: dict[str, Any] | None = None  # {needed, reason, context, failed_checks}
     actions: list[tuple[str, str | None, str, str | None]] = field(default_factory=list)  # kind, service, result, detail
+    # The citations of each event, check and action (aligned; markers and handoff.json cite nothing)
+    # and of the escalation; checked by the engine, which sets ``verdicts`` (None: not checked).
+    event_cites: list[Cites] = field(default_factory=list)
+    check_cites: list[Cites] = field(default_factory=list)
+    action_cites: list[Cites] = field(default_factory=list)
+    escalation_cites: Cites = field(default_factory=list)
+    verdicts: Verdicts | None = None
 
 
 def action_row(action: Action) -> tuple[str, str | None, str, str | None]:
@@ -88,7 +113,15 @@ def from_structured(resp: AgentResponse) -> Routed:
             "failed_checks": list(resp.escalation.failed_checks),
         },
         actions=[action_row(a) for a in resp.actions],
+        event_cites=[_cites(e.evidence) for e in resp.events],
+        check_cites=[_cites(c.evidence) for c in resp.services_checked],
+        action_cites=[_cites(a.evidence) for a in resp.actions],
+        escalation_cites=_cites(resp.escalation.evidence),
     )
+
+
+def _cites(evidence: list[Citation]) -> Cites:
+    return [{"quote": c.quote, "tool_use_id": c.tool_use_id} for c in evidence]
 
 
 def handoff_context(handoff: Handoff) -> str | None:
@@ -137,7 +170,7 @@ def for_interrupted(routed: Routed) -> tuple[Routed, list[str]]:
     privileged tier. Returns the findings without the escalation and the note saying so."""
     if routed.escalation is None:
         return routed, []
-    return replace(routed, escalation=None), [STOPPED_ESCALATION_NOTE]
+    return replace(routed, escalation=None, escalation_cites=[]), [STOPPED_ESCALATION_NOTE]
 
 
 def from_output(output: Any) -> tuple[Routed, list[str]]:
@@ -191,8 +224,12 @@ def from_output(output: Any) -> tuple[Routed, list[str]]:
         memories=[(*split_memory_key(m.key), m.value) for m in memories],
         checks=[(c.name, c.status, c.detail) for c in checks],
         actions=[action_row(a) for a in actions],
+        event_cites=[_cites(e.evidence) for e in events],
+        check_cites=[_cites(c.evidence) for c in checks],
+        action_cites=[_cites(a.evidence) for a in actions],
     )
     if escalation is not None:
         routed.escalation = {"needed": escalation.needed, "reason": escalation.reason,
                              "context": escalation.context, "failed_checks": list(escalation.failed_checks)}
+        routed.escalation_cites = _cites(escalation.evidence)
     return routed, notes

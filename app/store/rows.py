@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 JSON_COLUMNS = frozenset({"guard_policy", "result_errors", "permission_denials", "model_usage", "validation_errors",
                           "structured_output", "escalation_failed_checks", "notes", "errors", "output", "argv",
                           "body", "output_schema", "links", "annotations", "labels", "routes", "incident_ids",
-                          "mcp_servers"})
+                          "mcp_servers", "escalation_evidence"})
 BOOL_COLUMNS = frozenset({"degraded", "is_error", "validation_valid", "escalation_needed", "active", "has_output",
                           "valid", "flapping", "dry_run"})
 
@@ -134,6 +134,13 @@ class SessionRow(SessionListRow):
     stop_requested_by: str | None
     guard_policy: Any  # what the PreToolUse guard may allow (app/engine/guard.py GuardPolicy); None: unguarded
     mcp_servers: list[McpServerStatus] | None  # as the CLI's init line reported them; None: no init line yet
+    # How many findings (events, service checks, actions) cite tool output that holds, that does not, or
+    # cite nothing; None: not checked. The escalation's own citations as checked.
+    findings_verified: int | None
+    findings_unsupported: int | None
+    findings_uncited: int | None
+    escalation_evidence_status: str | None
+    escalation_evidence: list[CheckedCitation] | None
 
 
 class McpServerStatus(TypedDict):
@@ -221,6 +228,18 @@ class EventRow(TypedDict):
     message: str
     source: str
     created_at: str
+    evidence_status: str | None  # verified | unsupported | uncited; None: not checked (app/engine/evidence_check.py)
+    evidence: list[CheckedCitation] | None
+
+
+class CheckedCitation(TypedDict):
+    """A finding's citation as checked against its session's tool calls."""
+
+    quote: str | None
+    tool_use_id: str | None  # as the model cited it
+    holds: bool
+    found_in: str | None  # the tool call the quote was found in
+    why: str | None  # why it does not hold
 
 
 class ReportEvent(TypedDict):
@@ -263,6 +282,23 @@ class CheckRow(TypedDict):
     detail: str | None
     created_at: str
     session_pk: int
+    evidence_status: str | None
+    evidence: list[CheckedCitation] | None
+
+
+class IncidentFindingRow(TypedDict):
+    """A checked problem finding of a session that worked on an incident (``app/store/evidence.py``)."""
+
+    kind: str  # event | check
+    id: int
+    session_pk: int
+    tier: int | None
+    status: str  # an event's level, a check's status
+    service: str | None
+    message: str | None  # an event's message, a check's detail
+    evidence_status: str
+    evidence: list[CheckedCitation] | None
+    created_at: str
 
 
 class CooldownRow(TypedDict):
@@ -270,6 +306,8 @@ class CooldownRow(TypedDict):
     service: str
     outcome: str
     note: str | None
+    evidence_status: str | None  # of an action reported in the session's output
+    evidence: list[CheckedCitation] | None
 
 
 class RunningRow(TypedDict):

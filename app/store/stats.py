@@ -13,6 +13,8 @@ answers "how much per day" over a window.
   ingested session has no chain and counts as a chain of one (its own id).
 * An escalation is a session that escalated (``escalated_to`` set); the window's success rate is
   completed / finished (completed, failed, interrupted), None while nothing finished.
+* Evidence counts sum the sessions' stored ``findings_*`` counts per tier and model (the model asked
+  for, else the one the CLI reported); sessions whose findings were never checked are left out.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from app.vocab import TIERS, SessionStatus
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AllTime", "ChainRollupRow", "ChainSum", "StatsDay", "TierCost", "all_time", "chain_rollup",
-           "chain_sums", "daily", "since_day"]
+__all__ = ["AllTime", "ChainRollupRow", "ChainSum", "EvidenceCount", "StatsDay", "TierCost", "all_time",
+           "chain_rollup", "chain_sums", "daily", "evidence_counts", "since_day"]
 
 
 class TierCost(TypedDict):
@@ -60,6 +62,16 @@ class AllTime(TypedDict):
 class ChainSum(TypedDict):
     sessions: int
     cost_usd: float
+
+
+class EvidenceCount(TypedDict):
+    """Findings of one tier and model by evidence status (app/engine/evidence_check.py)."""
+
+    tier: int | None
+    model: str  # "" when neither asked for nor reported
+    verified: int
+    unsupported: int
+    uncited: int
 
 
 class ChainRollupRow(TypedDict):
@@ -174,3 +186,15 @@ async def chain_rollup(db: Database, days: int, *, limit: int = 100, offset: int
     for r in out:
         r["cost_usd"] = round(float(r["cost_usd"]), 6)
     return cast(list[ChainRollupRow], out)
+
+
+async def evidence_counts(db: Database, since: str | None = None) -> list[EvidenceCount]:
+    """Verified, unsupported and uncited findings per tier and model, of the sessions started on or
+    after the day ``since`` (all when None), tier then model order."""
+    rows = await db.fetchall(
+        "SELECT tier, ifnull(model, ifnull(cli_model, '')) AS model, sum(ifnull(findings_verified, 0)) AS verified,"
+        " sum(ifnull(findings_unsupported, 0)) AS unsupported, sum(ifnull(findings_uncited, 0)) AS uncited"
+        " FROM sessions WHERE started_at >= ? AND findings_verified IS NOT NULL"
+        " GROUP BY tier, 2 ORDER BY tier, 2", (since or "",))
+    return [{"tier": r["tier"], "model": str(r["model"]), "verified": int(r["verified"]),
+             "unsupported": int(r["unsupported"]), "uncited": int(r["uncited"])} for r in rows]

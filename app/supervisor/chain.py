@@ -55,6 +55,7 @@ from app.supervisor.guards import (
     BudgetSpent,
     cooldown_refusal,
     daily_budget_spent,
+    evidence_hold,
     held_by_maintenance,
     model_tiers_unavailable,
     why_a_human_looks,
@@ -168,7 +169,16 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                                            await _flag_guard_denials(db, row, chain_id)])) or None
         verdict = await _track_incidents(db, settings, row, chain_id, routed=parent is not None or spec is None
                                          or spec.routed)
-        items = news.incident_news(verdict)
+        hold = settings.evidence_policy == "hold"
+        items = news.incident_news(verdict, await news.unverified_keys(db, row), hold=hold)
+        if held := [i.incident["id"] for i in items if i.suppress == news.HELD_UNVERIFIED]:
+            # no paging on unverified findings: the incident is kept, a human is asked to look
+            why = (f"not paged (TIEROPS_EVIDENCE_POLICY=hold): incident{'s' if len(held) != 1 else ''} "
+                   f"{', '.join(f'#{pk}' for pk in held)} {'rest' if len(held) != 1 else 'rests'} on findings no tool "
+                   "output of this session shows")
+            await _needs_human(db, row, why, held)
+            log.warning("session %d needs attention: %s", row["id"], why,
+                        extra={"session": row["id"], "chain": chain_id, "tier": row["tier"]})
         if verdict is not None:
             about.update(dict.fromkeys(ch.incident["id"] for ch in verdict.changes))
             if verdict.resolved:  # an approval waiting for an incident that just resolved has nothing left to run
@@ -194,7 +204,7 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if attention is None and row["escalation_needed"] and halt is not None and halt.reason is not None:
             attention = f"escalation to tier {tier + 1} not started: {halt.reason}"  # stop means stop
         if attention is None and row["escalation_needed"]:
-            attention = await cooldown_refusal(db, settings, row)
+            attention = await cooldown_refusal(db, settings, row) or await evidence_hold(db, settings, row)
         if attention is None and row["escalation_needed"]:
             try:  # read before escalating: a missing prompt file must not silently drop the escalation
                 tier_prompt = base_prompt(settings, tier + 1, prompt)

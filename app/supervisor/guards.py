@@ -5,7 +5,8 @@ chain's control flow that acts on it (``chain.py``). ``None`` always means "it m
 text says why not, and is what the session's ``attention`` (or its gate) says. A run starting at
 tier 0 needs a checks file (:func:`tier0_problem`). A failed, undecided or top-tier session, or a
 spent chain budget, does not escalate (:func:`why_a_human_looks`); nor does one whose handoff
-proposes an action over its cooldown (:func:`cooldown_refusal`). No language-model tier starts
+proposes an action over its cooldown (:func:`cooldown_refusal`), nor, under the evidence policy
+``hold``, one resting on no verified evidence (:func:`evidence_hold`). No language-model tier starts
 once ``TIEROPS_DAILY_BUDGET_USD`` is spent today (:func:`daily_budget_spent`; a run that would
 start there raises :class:`BudgetSpent` before any session exists). Tier 0 hands over to no model
 without the claude CLI or while the model tiers are paused (:func:`model_tiers_unavailable`), and a
@@ -24,7 +25,7 @@ from app.engine import cooldowns as cooldown_engine
 from app.engine.incidents import Verdict
 from app.errors import ConfigError
 from app.output.route import proposed_actions
-from app.store import chains, sessions
+from app.store import chains, findings, sessions
 from app.store.db import Database
 from app.store.rows import SessionRow
 from app.supervisor.credentials import model_tiers_paused
@@ -100,6 +101,23 @@ async def cooldown_refusal(db: Database, settings: Settings, row: SessionRow) ->
     kind, service, limit, next_allowed = over
     return (f"escalation refused: it proposes {kind} of {cooldown_engine.service_name(service)}, over the cooldown "
             f"limit {limit.text} (next allowed at {next_allowed or 'never: the limit is 0'})")
+
+
+async def evidence_hold(db: Database, settings: Settings, row: SessionRow) -> str | None:
+    """Under ``TIEROPS_EVIDENCE_POLICY=hold``, why an escalation must not run: neither one of its
+    warning or critical findings (or services not healthy) nor the escalation's own citations is
+    verified against the session's tool calls. None: it may (any other policy, tier 0, nothing
+    checked, or one verified problem finding or escalation citation)."""
+    status = row["escalation_evidence_status"]
+    if settings.evidence_policy != "hold" or row["tier"] == PROBE_TIER or status is None or status == "verified":
+        return None
+    counts = await findings.problem_evidence(db, row["id"])
+    if counts.get("verified"):
+        return None
+    unsupported, uncited = counts.get("unsupported", 0), counts.get("uncited", 0)
+    return (f"escalation held (TIEROPS_EVIDENCE_POLICY=hold): it rests on no verified evidence — "
+            f"{unsupported} warning/critical finding(s) cite tool output this session never got, {uncited} "
+            f"cite none, and the escalation's own citations are {status}")
 
 
 def held_by_maintenance(verdict: Verdict | None, about: Mapping[int, None]) -> str | None:

@@ -13,6 +13,10 @@ chain's control flow is not interleaved with message text. The rules:
   incident is told as if it had just opened.
 * The outcome of an investigation (:func:`outcome`) is read from the store after the chain ends:
   the last tier's summary, findings, actions and proposals, and the incidents still open.
+* A model's finding resting only on unsupported or uncited evidence is marked "(unverified)": the
+  incident it opened or worsened (:func:`unverified_keys` matches the session's stored events to
+  the incident keys of its structured output), each such finding listed in the outcome, and the
+  outcome itself when all its warning/critical findings are.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.engine.incidents import Verdict
+from app.engine.incidents import KEY_MAX, Verdict, derived_key
 from app.notify.messages import (
+    UNVERIFIED_STATUSES,
     IncidentNews,
     Notice,
     Outcome,
@@ -36,16 +41,24 @@ from app.store import cooldowns as action_store
 from app.store import findings, sessions
 from app.store import incidents as incident_store
 from app.store.db import Database
-from app.store.rows import ChainLink, IncidentRow
-from app.vocab import Source
+from app.store.rows import ChainLink, IncidentRow, SessionRow
+from app.vocab import PROBE_TIER, Source
 
 log = logging.getLogger(__name__)
 
-__all__ = ["act", "incident_news", "notices", "outcome", "send", "standalone_attention"]
+__all__ = ["HELD_UNVERIFIED", "act", "incident_news", "notices", "outcome", "send", "standalone_attention", "unverified_keys"]
 
 
-def incident_news(verdict: Verdict | None) -> list[IncidentNews]:
-    """The messages a session's incident changes are worth, each with why it is held if it is."""
+HELD_UNVERIFIED = ("held: TIEROPS_EVIDENCE_POLICY=hold and the finding that changed it rests on no "
+                   "verified evidence")
+
+
+def incident_news(verdict: Verdict | None, unverified: Iterable[str] = (), *,
+                  hold: bool = False) -> list[IncidentNews]:
+    """The messages a session's incident changes are worth, each with why it is held if it is;
+    ``unverified``: the incident keys whose finding rests on no verified evidence; ``hold``
+    (``TIEROPS_EVIDENCE_POLICY=hold``): their messages are recorded, not sent."""
+    marked = set(unverified)
     if verdict is None:
         return []
     out: list[IncidentNews] = []
@@ -58,7 +71,7 @@ def incident_news(verdict: Verdict | None) -> list[IncidentNews]:
             continue
         if ch.kind not in ("opened", "worsened", "resolved"):
             continue
-        item = IncidentNews(ch)
+        item = IncidentNews(ch, unverified=ch.kind != "resolved" and inc["key"] in marked)
         if ch.kind != "resolved":
             if (window := verdict.maintenance.get(inc["id"])) is not None:
                 item.suppress = f"in maintenance window {window.name} (until {window.until})"
@@ -66,8 +79,28 @@ def incident_news(verdict: Verdict | None) -> list[IncidentNews]:
                 item.suppress = held[inc["id"]]
             elif ch.kind == "opened" and inc["flapping"] and ch.flap_escalated:
                 item.suppress = "flapping: already told once within TIEROPS_FLAP_WINDOW"
+            elif hold and item.unverified:
+                item.suppress = HELD_UNVERIFIED
         out.append(item)
     return out
+
+
+async def unverified_keys(db: Database, row: SessionRow) -> set[str]:
+    """The incident keys of a language-model session's warning/critical findings whose stored
+    evidence status is unsupported or uncited (empty for tier 0 and for unchecked findings)."""
+    output = row["structured_output"] if row["source"] == Source.STRUCTURED_OUTPUT else None
+    if row["tier"] == PROBE_TIER or not isinstance(output, dict):
+        return set()
+    status = {(service, message): st for _, service, message, st in await findings.problem_events(db, row["id"])}
+    keys: set[str] = set()
+    for ev in output.get("events") or []:
+        if not isinstance(ev, dict) or not isinstance(ev.get("message"), str):
+            continue
+        service = ev.get("service") if isinstance(ev.get("service"), str) else None
+        if status.get((service, ev["message"])) in UNVERIFIED_STATUSES:
+            given = ev.get("key")
+            keys.add((given if isinstance(given, str) and given else derived_key(service, ev["message"]))[:KEY_MAX])
+    return keys
 
 
 def act(items: Iterable[IncidentNews], action: str, incident_ids: Iterable[int] | None = None) -> None:
@@ -100,11 +133,14 @@ async def outcome(db: Database, links: Sequence[ChainLink], incident_ids: Iterab
     incidents: list[IncidentRow] = await incident_store.get_incidents(db, list(incident_ids), fresh=True)
     row = await sessions.get_session(db, last["id"], fresh=True)
     found: list[tuple[str, str | None, str]] = []
+    unverified = False
     done: list[tuple[str, str | None, str, str | None]] = []
     proposed: list[tuple[str, str | None, str | None]] = []
     if row is not None:
-        found = [(e["level"], e["service"], e["message"]) for e in await findings.session_events(db, last["id"])
-                 if e["level"] in ("critical", "warning")]
+        problems = await findings.problem_events(db, last["id"])
+        found = [(level, service, f"(unverified) {message}" if st in UNVERIFIED_STATUSES else message)
+                 for level, service, message, st in problems]
+        unverified = bool(problems) and all(st in UNVERIFIED_STATUSES for *_, st in problems)
         done = [(a["action"], a["service"] or None, a["outcome"], a["note"])
                 for a in await action_store.session_taken(db, last["id"], fresh=True)]
         if row["source"] == Source.STRUCTURED_OUTPUT:
@@ -113,4 +149,4 @@ async def outcome(db: Database, links: Sequence[ChainLink], incident_ids: Iterab
     summary_row: Mapping[str, Any] = dict(row) if row is not None else dict(last)
     return outcome_notice(Outcome(root=links[0]["id"], last=summary_row, incidents=incidents, found=found, done=done,
                                   proposed=proposed, waiting=waiting, attention=attention,
-                                  tiers=[link["tier"] or 0 for link in links]))
+                                  tiers=[link["tier"] or 0 for link in links], unverified=unverified))

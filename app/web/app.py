@@ -44,6 +44,7 @@ from app.store import dashboard
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
 from app.store import notifications as notification_store
+from app.store import stats as stats_store
 from app.store.db import Database
 from app.supervisor.alerts import work_queue
 from app.supervisor.follow import Follower
@@ -92,6 +93,9 @@ class Metrics:
         # the PreToolUse guard's decisions, by the session's tier, decision and rule
         self.guard = Gauge("tierops_guard_decisions_total", "Tool calls the guard decided", ["tier", "decision", "rule"],
                            registry=self.registry)
+        # findings by evidence status (verified, unsupported, uncited), by the session's tier and model
+        self.evidence = Gauge("tierops_findings_evidence", "Checked findings by evidence status",
+                              ["tier", "model", "status"], registry=self.registry)
         # incidents and the probe's checks
         self.incidents = Gauge("tierops_incidents_open", "Unresolved incidents", ["service", "severity", "status"],
                                registry=self.registry)
@@ -118,6 +122,10 @@ class Metrics:
         self.guard.clear()
         for g in await guard_store.counts(st.db):
             self.guard.labels("" if g["tier"] is None else str(g["tier"]), g["decision"], g["rule"]).set(g["count"])
+        self.evidence.clear()
+        for e in await stats_store.evidence_counts(st.db):
+            for status in ("verified", "unsupported", "uncited"):
+                self.evidence.labels("" if e["tier"] is None else str(e["tier"]), e["model"], status).set(e[status])
         return generate_latest(self.registry)
 
     async def _incidents(self, st: WebState) -> None:

@@ -86,7 +86,8 @@ async def test_markers_used_when_output_is_invalid(tmp_path, db, validator, sett
         ("critical", "api.payments-v2", "5xx rate 12%"), ("warning", None, "disk 85%")]
     assert [(m["service"], m["category"], m["value"]) for m in r["memories"]] == [
         ("web-1.example.com", "disk", "grows 2%/day")]
-    assert r["cooldowns"] == [{"action": "restart", "service": "nginx", "outcome": "success", "note": "came back in 3s"}]
+    assert r["cooldowns"] == [{"action": "restart", "service": "nginx", "outcome": "success", "note": "came back in 3s",
+                               "evidence_status": "uncited", "evidence": []}]  # markers cite nothing
     stored = await db.fetchval("SELECT invalid_output FROM sessions WHERE id = ?", (r["id"],))
     assert json.loads(stored) == bad
 

@@ -218,12 +218,15 @@ def test_capture_outputs_agree(validator: OutputValidator):
 
 FULL = {
     "summary": "Disk on web-1 at 91%.",
-    "events": [{"level": "warning", "service": "web-1", "message": "/var 91% used", "key": "check:disk_web1"}],
+    "events": [{"level": "warning", "service": "web-1", "message": "/var 91% used", "key": "check:disk_web1",
+                "evidence": [{"quote": "/dev/sda1 91% /var", "tool_use_id": "toolu_01"}]}],
     "memories": [{"key": "web-1:disk", "value": "grows ~1%/day"}],
-    "escalation": {"needed": True, "reason": "disk", "context": "/var 91%", "failed_checks": ["disk_web1"]},
+    "escalation": {"needed": True, "reason": "disk", "context": "/var 91%", "failed_checks": ["disk_web1"],
+                   "evidence": [{"quote": "91%", "tool_use_id": None}]},
     "services_checked": [{"name": "web-1-disk", "status": "degraded", "detail": "/var 91%", "check": "disk_web1",
-                          "service": "web-1", "latency_ms": 12.5}],
-    "actions": [{"kind": "cleanup", "service": "web-1", "result": "done", "detail": "journalctl --vacuum-size=500M"}],
+                          "service": "web-1", "latency_ms": 12.5, "evidence": [{"quote": "91%", "tool_use_id": "x"}]}],
+    "actions": [{"kind": "cleanup", "service": "web-1", "result": "done", "detail": "journalctl --vacuum-size=500M",
+                 "evidence": [{"quote": "journalctl --vacuum-size=500M", "tool_use_id": "toolu_02"}]}],
 }
 MINIMAL = {"summary": "", "events": [], "escalation": {"needed": False}, "services_checked": []}
 SAMPLES: list[Any] = [12345, 1.5, "text", True, None, [], {}]
@@ -278,6 +281,9 @@ def _mutations(form: dict[str, Any], doc: Any, path: tuple[Any, ...] = ()) -> li
             if "minLength" in sub:
                 put("too short", "x" * (sub["minLength"] - 1), False, at=at)
                 put("just long enough", "x" * sub["minLength"], True, at=at)
+            if "maxLength" in sub:
+                put("too long", "x" * (sub["maxLength"] + 1), False, at=at)
+                put("just short enough", "x" * sub["maxLength"], True, at=at)
             if name in doc:
                 out += _mutations(sub, doc[name], at)
         put("extra key", "anything", form.get("additionalProperties", True) is not False, at=(*path, "zz_extra"))

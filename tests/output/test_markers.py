@@ -136,4 +136,5 @@ async def test_the_real_repeated_final_message_routes_each_marker_once(tmp_path,
     assert [(m["service"], m["category"], m["value"], m["times_seen"]) for m in report["memories"]] == [
         ("payments api", "quirk", "restarts take 40s", 1)]
     assert report["cooldowns"] == [
-        {"action": "restart", "service": "payments api", "outcome": "failure", "note": "still 5xx"}]
+        {"action": "restart", "service": "payments api", "outcome": "failure", "note": "still 5xx",
+         "evidence_status": "uncited", "evidence": []}]

@@ -56,7 +56,33 @@ def test_from_structured_maps_every_finding():
         checks=[("postgres", "degraded", "p99 4s"), ("nginx", "healthy", None)],
         cooldowns=[],
         escalation={"needed": True, "reason": "db slow", "context": "p99", "failed_checks": ["pg_latency"]},
+        event_cites=[[], [], []], check_cites=[[], []],  # aligned with the findings: none cites
     )
+
+
+def test_citations_are_routed_aligned_with_their_findings():
+    cite = {"quote": "lag 45 s", "tool_use_id": "toolu_1"}
+    doc = {"summary": "s", "events": [{"level": "info", "message": "a"},
+                                      {"level": "critical", "message": "b", "evidence": [cite]}],
+           "escalation": {"needed": True, "evidence": [{"quote": "lag"}]},
+           "services_checked": [{"name": "pg", "status": "down", "evidence": [cite, {"quote": "x"}]}],
+           "actions": [{"kind": "restart", "result": "done", "evidence": [{"quote": "systemctl restart pg"}]}]}
+    for routed in (from_structured(AgentResponse.model_validate(doc)), from_output(doc)[0]):
+        assert routed.event_cites == [[], [cite]]
+        assert routed.check_cites == [[cite, {"quote": "x", "tool_use_id": None}]]
+        assert routed.action_cites == [[{"quote": "systemctl restart pg", "tool_use_id": None}]]
+        assert routed.escalation_cites == [{"quote": "lag", "tool_use_id": None}]
+        assert routed.verdicts is None  # the engine checks them
+    # The loose path (another schema): an item with a malformed citation is not routed, the others are.
+    loose = dict(doc, events=[{"level": "info", "message": "a", "evidence": [{"quote": ""}]},
+                              {"level": "warning", "message": "c", "evidence": [cite]}], extra=1)
+    loose["services_checked"] = "not a list"
+    routed, notes = from_output(loose)
+    assert routed.events == [("warning", None, None, "c")] and routed.event_cites == [[cite]]
+    assert any(n.startswith("events[0] not routed") for n in notes)
+    # A stopped session's escalation is not routed, nor its citations.
+    stopped, _ = for_interrupted(from_output(doc)[0])
+    assert stopped.escalation is None and stopped.escalation_cites == []
 
 
 def test_from_structured_minimal_response_still_decides_escalation():

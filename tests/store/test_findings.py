@@ -47,11 +47,14 @@ async def test_write_routed_stores_events_checks_cooldowns_and_escalation(db):
     assert {e["source"] for e in stored} == {"structured_output"}
     assert {e["created_at"] for e in stored} == {NOW}
     assert await findings.session_checks(db, pk) == [
-        {"name": "postgres", "status": "degraded", "detail": "p99 4s", "created_at": NOW, "session_pk": pk},
-        {"name": "nginx", "status": "healthy", "detail": None, "created_at": NOW, "session_pk": pk},
+        {"name": "postgres", "status": "degraded", "detail": "p99 4s", "created_at": NOW, "session_pk": pk,
+         "evidence_status": None, "evidence": None},
+        {"name": "nginx", "status": "healthy", "detail": None, "created_at": NOW, "session_pk": pk,
+         "evidence_status": None, "evidence": None},
     ]
     assert await findings.session_cooldowns(db, pk) == [
-        {"action": "restart", "service": "nginx", "outcome": "failure", "note": "still down"}]
+        {"action": "restart", "service": "nginx", "outcome": "failure", "note": "still down", "evidence_status": None,
+         "evidence": None}]
     row = await sessions.get_session(db, pk)
     assert row["source"] == "structured_output"
     assert row["summary"] == "db slow"
@@ -170,7 +173,7 @@ async def test_list_events_newest_first_with_session_fields(db):
         (two, None, None), (one, "cli-one", 1), (one, "cli-one", 1)]
     assert rows[0]["id"] > rows[1]["id"] > rows[2]["id"]
     assert set(rows[0]) == {"id", "session_pk", "session_id", "tier", "level", "original_level", "service",
-                            "message", "source", "created_at"}
+                            "message", "source", "created_at", "evidence_status", "evidence"}
 
 
 async def test_list_events_filters_and_pages(db):
@@ -238,8 +241,9 @@ async def test_latest_checks_gives_the_newest_result_per_name(db):
     await route(db, new, Routed(source="markers", checks=[("nginx", "healthy", "ok")]), now="2026-01-02T00:00:00.000Z")
     assert await findings.latest_checks(db) == [
         {"name": "nginx", "status": "healthy", "detail": "ok", "created_at": "2026-01-02T00:00:00.000Z",
-         "session_pk": new},
-        {"name": "postgres", "status": "healthy", "detail": None, "created_at": NOW, "session_pk": old},
+         "session_pk": new, "evidence_status": None, "evidence": None},
+        {"name": "postgres", "status": "healthy", "detail": None, "created_at": NOW, "session_pk": old,
+         "evidence_status": None, "evidence": None},
     ]
 
 

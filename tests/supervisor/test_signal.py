@@ -174,7 +174,9 @@ async def test_the_outcome_message_names_the_proposed_restart(db, make_settings,
         await sup.shutdown()
     assert [s["tier"] for s in chain] == [0, 1]
     got = titles(receiver)
-    assert got == ["[WARNING] api: api-health failing", "[WARNING] api: api-health — investigated by tier 1"], got
+    # tier 1's findings cite no tool output: uncited, so the outcome says so (TIEROPS_EVIDENCE_POLICY=flag)
+    assert got == ["[WARNING] api: api-health failing",
+                   "[WARNING] api: api-health — investigated by tier 1 (unverified)"], got
     outcome = receiver.requests[1].json()["message"]
     assert "api returns 500 since the 09:58 deploy" in outcome
     assert "restart api: systemctl restart api: the workers hang after deploy 4411" in outcome
@@ -341,7 +343,7 @@ async def test_a_chain_waiting_for_approval_says_so_and_the_approved_continuatio
         await settle(sup)
         got = titles(receiver)
         assert got == ["[WARNING] api: api-health failing",
-                       f"[WARNING] api: api-health — waiting for approval #{approval['id']} to run tier 2"], got
+                       f"[WARNING] api: api-health — waiting for approval #{approval['id']} to run tier 2 (unverified)"], got
         assert "Proposes" in receiver.requests[1].json()["message"]
         continued = await sup.run_approved(approval["id"], "alice")
         assert [s["tier"] for s in continued][-1] == 2

@@ -1,4 +1,4 @@
-"""Acting inside a session and what it is given: the guard, runbooks, MCP servers (migrations 0012-0014)."""
+"""Acting inside a session and what it is given: the guard, runbooks, MCP servers, evidence (migrations 0012-0015)."""
 
 import logging
 
@@ -55,6 +55,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         -- The MCP servers of a session as the CLI's init line reported them: JSON [{name, status}]
         -- (status connected, failed, ...; the latest CLI run's list). NULL: no init line yet.
         ALTER TABLE sessions ADD COLUMN mcp_servers TEXT
+        """,
+    ),
+    (
+        "0015_evidence",
+        """
+        -- Whether a finding's cited tool output is really in its session's tool calls: the status
+        -- (verified | unsupported | uncited; NULL: not checked) and the citations as checked, JSON
+        -- [{quote, tool_use_id, holds, found_in, why}]. Actions are the cooldowns rows.
+        ALTER TABLE events ADD COLUMN evidence_status TEXT;
+        ALTER TABLE events ADD COLUMN evidence TEXT;
+        ALTER TABLE check_results ADD COLUMN evidence_status TEXT;
+        ALTER TABLE check_results ADD COLUMN evidence TEXT;
+        ALTER TABLE cooldowns ADD COLUMN evidence_status TEXT;
+        ALTER TABLE cooldowns ADD COLUMN evidence TEXT;
+        -- Per session: how many of its findings have each status (NULL: not checked), and the
+        -- escalation's own citations as checked (the evidence policy's hold reads them).
+        ALTER TABLE sessions ADD COLUMN findings_verified INTEGER;
+        ALTER TABLE sessions ADD COLUMN findings_unsupported INTEGER;
+        ALTER TABLE sessions ADD COLUMN findings_uncited INTEGER;
+        ALTER TABLE sessions ADD COLUMN escalation_evidence_status TEXT;
+        ALTER TABLE sessions ADD COLUMN escalation_evidence TEXT
         """,
     ),
 ]

@@ -4,7 +4,8 @@
   JSON datasource can read by path (``sessions.today``, ``cost.today_usd``, ``success_rate``,
   ``incidents.open``): the window's sessions by status, success rate, escalations, cost in total,
   today and per tier, every day of the window (zero-filled, oldest first), open incidents by
-  severity and the all-time totals. The ``/stats`` page renders the same object
+  severity, the all-time totals and the window's findings by evidence status per tier and model
+  (verified / unsupported / uncited: does a cheaper model invent more?). The ``/stats`` page renders the same object
   (:func:`stats_body`), so the charts and the API cannot disagree.
 * ``GET /api/v1/sessions/rollup?by=day|chain&days=N`` — cost roll-ups: per day, or per
   escalation chain (newest first, paged with ``limit``/``offset``).
@@ -31,7 +32,7 @@ from app.store import incidents as incident_store
 from app.store import stats as stats_store
 from app.store.db import Database
 from app.store.rows import SessionListRow
-from app.store.stats import AllTime, ChainRollupRow, StatsDay, TierCost
+from app.store.stats import AllTime, ChainRollupRow, EvidenceCount, StatsDay, TierCost
 from app.vocab import IncidentStatus, Level
 from app.web.common import choice_param, int_param, state
 
@@ -83,6 +84,7 @@ class StatsBody(TypedDict):
     by_day: list[StatsDay]
     incidents: IncidentSummary
     all_time: AllTime
+    evidence: list[EvidenceCount]  # the window's checked findings per tier and model
 
 
 class RollupBody(TypedDict):
@@ -128,7 +130,8 @@ async def stats_body(db: Database, days: int, *, now: datetime | None = None) ->
         "escalations": escalations,
         "cost": {"total_usd": round(total_cost, 6), "today_usd": by_day[-1]["cost_usd"],
                  "by_tier": list(tiers.values())},
-        "by_day": by_day, "incidents": await _incidents(db), "all_time": await stats_store.all_time(db)}
+        "by_day": by_day, "incidents": await _incidents(db), "all_time": await stats_store.all_time(db),
+        "evidence": await stats_store.evidence_counts(db, by_day[0]["day"])}
 
 
 async def _incidents(db: Database) -> IncidentSummary:

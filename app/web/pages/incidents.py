@@ -1,6 +1,7 @@
 """The ``/incidents`` pages: the list (unresolved by default, filtered by status and
 service) and one incident with its latest evidence, the actions the tiers proposed for it (each
-with the session that proposed it), the runbooks its sessions were given, its timeline and three small forms — Acknowledge, Resolve,
+with the session that proposed it), the runbooks its sessions were given, the evidence status of
+their findings about it, its timeline and three small forms — Acknowledge, Resolve,
 Silence — each with a note.
 
 The forms do what ``POST /api/v1/incidents/{id}/ack|resolve|silence`` do, through the same
@@ -23,6 +24,7 @@ from app.clock import utcnow
 from app.engine.alerts import is_link
 from app.store import alert_incidents
 from app.store import cooldowns as action_store
+from app.store import evidence as evidence_store
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
 from app.store import runbooks as runbook_store
@@ -33,6 +35,7 @@ from app.vocab import IncidentStatus, values
 from app.web.api.incidents import Action, actor_for, perform
 from app.web.common import ApiError, choice_param, int_param, path_int, state
 from app.web.limits import FILTER_TEXT_MAX, PROPOSALS_MAX
+from app.web.pages import evidence
 from app.web.pages.forms import page_query, read_form
 from app.web.templating import page
 
@@ -75,6 +78,8 @@ async def _incident_ctx(request: Request, pk: int) -> dict[str, Any]:
                            "proposals": await action_store.proposals(db, incident_id=pk, limit=PROPOSALS_MAX),
                            "runbooks": await runbook_store.incident_runbooks(db, pk),
                            "guard_denials": await guard_store.denials_for_incident(db, pk),
+                           "findings": [{**f, "mark": evidence.mark(f["evidence_status"], f["evidence"], {})}
+                                        for f in await evidence_store.incident_findings(db, pk, row["service"])],
                            **await _alert_ctx(db, row),
                            "silence_choices": SILENCE_CHOICES, "note_max": NOTE_MAX, "error": None,
                            "form": {"action": None, "note": "", "until": "1h"}}

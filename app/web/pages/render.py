@@ -390,13 +390,13 @@ def guard_badges(decisions: Sequence[Mapping[str, Any]] | None) -> Markup:
 
 
 def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = None,
-                    guard: Sequence[Mapping[str, Any]] | None = None) -> Markup:
+                    guard: Sequence[Mapping[str, Any]] | None = None, cited: Markup | None = None) -> Markup:
     """One activity row (``session_pk, seq, attempt, ts, type, subtype, display, raw``) as HTML.
 
     ``raw`` may be None (the page leaves out lines over :data:`PAGE_RAW_LIMIT`): the stored
     one-line ``display`` is shown instead, with a pointer to the full line. ``badges`` (the
     session page only; the live stream sends lines before anything is routed): the findings this
-    line produced.
+    line produced; ``cited``: badges of the findings citing its tool call (``app/web/pages/evidence.py``).
     """
     seq = row.get("seq")
     seq = seq if isinstance(seq, int) else 0
@@ -427,12 +427,14 @@ def render_activity(row: Mapping[str, Any], badges: Mapping[str, Any] | None = N
         '<time datetime="{ts}" title="{ts}">{short_ts}</time> <span class="kind">{label}</span>{badge}{found}</div>'
         '<div class="act-body">{body}</div></div>'
     ).format(cls=cls, seq=seq, attempt=attempt, ts=ts, short_ts=ts[11:19] if len(ts) >= 19 else ts,
-             label=_label(row), badge=attempt_badge, found=finding_badges(badges) + guard_badges(guard), body=body)
+             label=_label(row), badge=attempt_badge, found=finding_badges(badges) + guard_badges(guard) + (cited or ""),
+             body=body)
     return Markup(clean_text(html))  # noqa: S704 (already escaped above; only lone surrogates replaced)
 
 
-def render_event_row(event: Mapping[str, Any]) -> Markup:
-    """One event (a row of :func:`app.store.findings.list_events`) as a ``<tr>`` for the events table."""
+def render_event_row(event: Mapping[str, Any], evidence: Markup | None = None) -> Markup:
+    """One event (a row of :func:`app.store.findings.list_events`) as a ``<tr>`` for the events table;
+    ``evidence`` (the session page): one more cell, its evidence status."""
     level = event.get("level") if event.get("level") in _LEVELS else Level.INFO
     eid = event.get("id") if isinstance(event.get("id"), int) else 0
     pk = event.get("session_pk")
@@ -455,7 +457,8 @@ def render_event_row(event: Mapping[str, Any]) -> Markup:
         '<td class="nowrap">{created}</td>'
         '<td><span class="level level-{level}">{level}</span>{was}</td>'
         '<td>{service}</td><td class="message">{message}{more}</td><td class="nowrap">{session}</td>'
-        '<td class="muted small">{source}</td></tr>'
+        '<td class="muted small">{source}</td>{evidence}</tr>'
     ).format(eid=eid, level=level, created=time_tag(created), was=was,
              service=event.get("service") or "—", message=message, more=more, session=session,
-             source=event.get("source") or "")
+             source=event.get("source") or "",
+             evidence=Markup("") if evidence is None else Markup('<td class="evidence-cell">{}</td>').format(evidence))

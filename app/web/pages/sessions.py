@@ -35,7 +35,7 @@ from app.web.api.incidents import actor_for
 from app.web.api.results import failure_of
 from app.web.common import ApiError, choice_param, int_param, path_int, state
 from app.web.limits import PROPOSALS_MAX
-from app.web.pages import verdict
+from app.web.pages import evidence, verdict
 from app.web.pages.forms import not_found, page_notice, page_query, read_form, see_other
 from app.web.pages.render import PAGE_RAW_LIMIT, render_activity, render_event_row, render_json
 from app.web.templating import page
@@ -101,7 +101,11 @@ async def session_page(request: Request) -> Response:
     # the verdict first, and badges on the lines that produced the findings
     badges = await verdict.transcript_badges(st.db, s, attempt_rows, event_rows, cooldown_rows)
     guarded = await guard_store.decisions(st.db, pk)
-    call_lines = await guard_store.tool_call_lines(st.db, pk, [d["tool_use_id"] for d in guarded if d["tool_use_id"]])
+    # the evidence: each finding's status, the lines its quotes were found on, and badges back on them
+    cited = evidence.session_findings(event_rows, checks, cooldown_rows, s["escalation_evidence"])
+    call_lines = await guard_store.tool_call_lines(st.db, pk, [*(d["tool_use_id"] for d in guarded if d["tool_use_id"]),
+                                                               *evidence.found_ids(ev for _, _, ev in cited)])
+    cites = evidence.cited_lines(cited, call_lines)
     marks: dict[int, list[GuardDecisionRow]] = {}
     for d in guarded:
         if d["tool_use_id"] in call_lines:
@@ -117,7 +121,13 @@ async def session_page(request: Request) -> Response:
                                    event_counts=await provenance.event_counts(st.db, pk),
                                    proposals=await action_store.proposals(st.db, session_pk=pk, limit=PROPOSALS_MAX),
                                    open_now=open_now),
-        "transcript": [render_activity(r, badges.get(r["seq"]), marks.get(r["seq"])) for r in rows],
+        "transcript": [render_activity(r, badges.get(r["seq"]), marks.get(r["seq"]),
+                                       evidence.cite_badges(cites.get(r["seq"]))) for r in rows],
+        "evidence": evidence.summary(s),
+        "check_marks": [evidence.mark(c["evidence_status"], c["evidence"], call_lines) for c in checks],
+        "actions": [{**a, "mark": evidence.mark(a["evidence_status"], a["evidence"], call_lines)}
+                    for a in cooldown_rows],
+        "escalation_mark": evidence.mark(s["escalation_evidence_status"], s["escalation_evidence"], call_lines),
         "guard": [{**d, "seq": call_lines.get(d["tool_use_id"] or "")} for d in guarded],
         "more_before": rows[0]["seq"] if more and rows else None,
         "viewing_earlier": before is not None,
@@ -131,7 +141,8 @@ async def session_page(request: Request) -> Response:
         "checks": checks,
         "incidents": incidents,
         "runbooks": await runbook_store.session_runbooks(st.db, pk),
-        "events": [render_event_row(e) for e in event_rows],
+        "events": [render_event_row(e, evidence.mark(e["evidence_status"], e["evidence"], call_lines))
+                   for e in event_rows],
         "chain": chain if len(chain) > 1 else [],
         "structured": render_json(s["structured_output"], session_pk=pk) if s["structured_output"] is not None
         else None,
