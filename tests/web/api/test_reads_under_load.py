@@ -32,7 +32,7 @@ from tests.helpers import escalating, healthy
 
 pytestmark = pytest.mark.timeout(120)
 
-CHAINS = 40
+CHAINS = 30
 WRITERS = 5  # memory-writing clients
 READERS = 6  # clients reading the GET endpoints the whole time (twice the reader pool)
 MEMORIES_PER_WRITER = 40  # each: POST, GET, PATCH, GET

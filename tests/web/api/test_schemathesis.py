@@ -29,7 +29,7 @@ from app.web.app import create_app  # noqa: E402
 from tests.fakes.claude_control import make_fake_claude  # noqa: E402
 
 SEED = 20260923
-MAX_EXAMPLES = 15  # per operation and phase
+MAX_EXAMPLES = 10  # per operation and phase
 HOST = {"Host": "127.0.0.1:8080"}
 TOKEN = "schemathesis-token-0123456789"
 # Every check schemathesis has for OpenAPI; all of them must have run (max_response_time only
