@@ -288,21 +288,13 @@ def test_every_module_is_of_a_readable_size() -> None:
 
 
 HISTORY = re.compile(r"issue\s*#\s*\d+", re.IGNORECASE)
-# Shipped migrations are never edited (their SQL comments are kept as written); everything else
-# in app/ states its reason in words.
-SHIPPED_SQL = APP / "store" / "migrations"
+# Everything in app/ states its reason in words, the migrations' SQL comments included.
 
 
 def _history(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
-    if path.parent == SHIPPED_SQL:  # only outside the SQL strings
-        tree = ast.parse(text)
-        sql = {line for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-               for line in range(n.lineno, (n.end_lineno or n.lineno) + 1)}
-    else:
-        sql = set()
     return [f"{path.relative_to(APP.parent)}:{i}: {line.strip()[:80]}"
-            for i, line in enumerate(text.splitlines(), 1) if HISTORY.search(line) and i not in sql]
+            for i, line in enumerate(text.splitlines(), 1) if HISTORY.search(line)]
 
 
 def test_the_code_states_rules_not_history() -> None:

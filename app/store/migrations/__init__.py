@@ -5,8 +5,8 @@ the last module (or a new module appended below), never between shipped ones.
 
 Each entry is ``(name, sql)``; :class:`app.store.db.Database` applies the ones not yet recorded
 in the ``migrations`` table, each as one script in its own transaction together with its row,
-before anything else touches the DB. The SQL comments inside
-a shipped migration are part of its text and stay as they shipped, old references included.
+before anything else touches the DB. Only names are recorded: a shipped migration's statements
+never change, its SQL comments may be reworded (they state the table's rules, not their history).
 """
 
 import logging

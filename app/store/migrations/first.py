@@ -157,7 +157,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0003_cli_process",
         """
-        -- The running CLI (issue #9 section 4): pid, process group (its own, setsid) and
+        -- The running CLI (the CLI runs in a process group of its own): pid, process group (its own, setsid) and
         -- psutil create_time(), so a later sweep kills it only if it is the same process.
         ALTER TABLE sessions ADD COLUMN cli_pid INTEGER;
         ALTER TABLE sessions ADD COLUMN cli_pgid INTEGER;
@@ -167,7 +167,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0004_retention",
         """
-        -- Retention (issue #10): events outlive the sessions that raised them. The events table is
+        -- Retention: events outlive the sessions that raised them. The events table is
         -- rebuilt (SQLite cannot alter a foreign key) with session_pk nullable and ON DELETE SET
         -- NULL instead of CASCADE, keeping every row and its id.
         CREATE TABLE events_new (
@@ -200,7 +200,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0005_output_contracts",
         """
-        -- Output contracts (issue #11): a registry of named, immutable JSON Schemas, and what each
+        -- Output contracts: a registry of named, immutable JSON Schemas, and what each
         -- session was asked for. A session keeps its exact schema even after the name is deleted.
         CREATE TABLE schemas (
             id INTEGER PRIMARY KEY,
@@ -216,7 +216,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN output_schema TEXT;   -- that schema, canonical JSON
         ALTER TABLE sessions ADD COLUMN output_mode TEXT;     -- native | prompted
         ALTER TABLE sessions ADD COLUMN output_via TEXT;      -- tool | extracted | prompted: how valid output came
-        -- Every attempt counts (issue #11), the CLI's own rejections of a StructuredOutput call
+        -- Every attempt counts: the CLI's own rejections of a StructuredOutput call
         -- too: attempt is now the attempt's number in the session, run the CLI run it happened in
         -- (activity.attempt), where before the two were the same. origin: tool | cli_rejected |
         -- extracted | prompted.
@@ -228,7 +228,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0006_memory_lifecycle",
         """
-        -- Memory lifecycle (issue #11, app/store/memories.py). last_seen_at: when a session last
+        -- Memory lifecycle (app/store/memories.py). last_seen_at: when a session last
         -- taught or repeated the memory (or an operator renewed it), where its decay starts.
         -- Existing memories start from their last update.
         ALTER TABLE memories ADD COLUMN last_seen_at TEXT;

@@ -8,7 +8,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0007_incidents",
         """
-        -- Incidents (issue #12): findings with a life. One row per episode of a problem, keyed by
+        -- Incidents: findings with a life. One row per episode of a problem, keyed by
         -- key (check:NAME for a probe check, or the key a model gave, or service + normalised
         -- message). At most one unresolved incident per key (incidents_one_open).
         CREATE TABLE incidents (
@@ -78,7 +78,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0008_guards_and_notices",
         """
-        -- Notifications (issue #13): one row per message, kept whether sent or not, so the overview
+        -- Notifications: one row per message, kept whether sent or not, so the overview
         -- shows failures and dedup_key stops a second message for the same state change.
         CREATE TABLE notifications (
             id INTEGER PRIMARY KEY,
@@ -137,7 +137,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0009_remote_stop",
         """
-        -- Issue #14: Stop for a session another process runs. The stopping process writes when and
+        -- Stop for a session another process runs. The stopping process writes when and
         -- who before it signals the recorded CLI, and the owning process reads it when its CLI
         -- exits, so the row says "stopped by an operator" (app/supervisor/remote_stop.py).
         ALTER TABLE sessions ADD COLUMN stop_requested_at TEXT;
@@ -147,7 +147,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "0010_attention_ack",
         """
-        -- Issue #14: an operator acknowledges a session's needs-attention flag (who, when): the
+        -- An operator acknowledges a session's needs-attention flag (who, when): the
         -- overview then leaves it out, the session page keeps it, marked. A new attention reason
         -- clears the acknowledgement (app/store/sessions.py set_attention).
         ALTER TABLE sessions ADD COLUMN attention_acked_at TEXT;
