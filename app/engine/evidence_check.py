@@ -34,9 +34,10 @@ async def verify_routed(db: Database, session_pk: int, routed: Routed, redact: R
     """``routed`` with :attr:`Routed.verdicts` set (unchanged under policy ``off``)."""
     if policy == "off":
         return routed
-    if tier == PROBE_TIER:
-        calls: list[ToolCall] = []
-    else:
+    cited = any(routed.event_cites) or any(routed.check_cites) or any(routed.action_cites) \
+        or bool(routed.escalation_cites)
+    calls: list[ToolCall] = []
+    if tier != PROBE_TIER and cited:  # nothing cited: every finding is uncited, the transcript is not read
         calls = tool_calls_of(await session_tool_lines(db, session_pk))
 
     def judge(cites: Cites | None, *, action: bool = False) -> Verdict:
