@@ -17,8 +17,8 @@ from app.config import (
     TierConfig,
     _split,
     get_settings,
-    unknown_settings,
 )
+from app.config_sources import unknown_settings
 from app.errors import ConfigError, TierOpsError
 from app.paths import BUNDLED_DIR, DEFAULT_SCHEMA_PATH, default_home
 from app.vocab import MAX_TIER, MIN_TIER, MODEL_TIERS

@@ -31,7 +31,8 @@ import click
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from app.config import Settings, get_settings, unknown_settings
+from app.config import Settings, get_settings
+from app.config_sources import unknown_settings
 from app.errors import InputError, TierOpsError
 from app.logs import setup_logging
 from app.redact import Redactor, install_log_redaction

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Literal
 
 from app.cli.base import CommandError, try_settings
-from app.config import ENV_FILE, Settings, unknown_settings
+from app.config import ENV_FILE, Settings
+from app.config_sources import unknown_settings
 from app.engine.maintenance import MaintenanceConfigError, setting_windows
 from app.errors import ConfigError, TierOpsError
 from app.notify.policy import quiet_hours

@@ -1,7 +1,7 @@
 """The ``/config`` page: what this server runs with, read-only.
 
 * **Every setting** with its effective value, where it came from (default, env, file — ``.env`` or
-  a ``*_FILE`` setting — or command line; :func:`app.config.setting_sources`), its description
+  a ``*_FILE`` setting — or command line; :func:`app.config_sources.setting_sources`), its description
   (the pydantic field's) and how to change it. Every ``SecretStr`` setting is shown as "set" or
   "not set", never a character of it; the other values pass through the store's redactor too, so a
   password someone put in a URL setting is masked as it is in the logs.
@@ -38,14 +38,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.config import (
-    ENV_FILE,
-    SOURCE_COMMAND_LINE,
-    SOURCE_FILE,
-    Settings,
-    get_settings,
-    setting_sources,
-)
+from app.config import ENV_FILE, Settings, get_settings
+from app.config_sources import SOURCE_COMMAND_LINE, SOURCE_FILE, setting_sources
 from app.engine.mcp_launch import access, check_settings, launch_problems
 from app.errors import ConfigError
 from app.output.spec import AGENT_RESPONSE_SHA256, schema_sha256

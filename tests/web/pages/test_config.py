@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings, get_settings, setting_sources
+from app.config import Settings, get_settings
+from app.config_sources import setting_sources
 from app.output.spec import AGENT_RESPONSE_SHA256
 from app.web.pages.config import schedule_summary, secret_fields
 
