@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from app.errors import ConfigError
 from app.paths import DB_NAME, DEFAULT_SCHEMA_PATH, PROMPTS_DIR, default_home
 from app.vocab import FIRST_MODEL_TIER, MAX_TIER, MIN_TIER, PROBE_TIER
 
-__all__ = ["ENV_FILE", "PROMPTS_DIR", "READ_ONLY_TOOLS", "RENAMED", "SCRIPT_VARIABLES", "Settings", "TierConfig",
+__all__ = ["ENV_FILE", "MODEL_NAME_MAX", "MODEL_NAME_PATTERN", "PROMPTS_DIR", "READ_ONLY_TOOLS", "RENAMED", "SCRIPT_VARIABLES", "Settings", "TierConfig",
            "get_settings"]
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ READ_ONLY_TOOLS = (
 
 
 PROBE_MODEL = "tierops-probe"  # the model name tier 0 sessions carry
+# A tier's model name goes on the CLI's command line as one argument (--model NAME): 1..200
+# characters, none of them whitespace (str.isspace) or a control character (category Cc). The
+# pattern is the same rule for JSON Schema (the API's request bodies) and for Python's re.
+MODEL_NAME_MAX = 200
+MODEL_NAME_PATTERN = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$"
 
 
 class TierConfig(BaseModel):
@@ -120,7 +126,8 @@ class Settings(BaseSettings):
         MAX_TIER, ge=MIN_TIER, le=MAX_TIER, description="Highest tier an escalation chain may reach (0: the probe "
         "only, no language model ever runs)."
     )
-    interval: int = Field(3600, ge=10, description="Seconds between scheduled cycles (first cycle at start).")
+    interval: int = Field(3600, ge=10, le=31_536_000,
+                          description="Seconds between scheduled cycles (first cycle at start).")
     cron: str = Field("", description="Cron expression for cycles instead of TIEROPS_INTERVAL, e.g. '*/30 * * * *'.")
     storage_retry_limit: float = Field(
         180.0, ge=0,
@@ -286,6 +293,28 @@ class Settings(BaseSettings):
     tier3_mcp_tools: str = Field(
         "mcp__*", description="MCP tools tier 3 may call, comma separated patterns (empty: none).")
 
+    # -- chat (Ask TierOps) and the models the upstream offers ---------------------------------
+    chat_token: SecretStr | None = Field(
+        None, description="A bearer token for chat clients only (Open WebUI, the openai and ollama clients): valid "
+        "on /v1/chat/completions, /v1/models, /api/chat, /api/generate and /api/tags, refused everywhere else. "
+        "TIEROPS_TOKEN works there too. Without either, the chat endpoints refuse every request.")
+    chat_max: int = Field(
+        2, ge=1, le=64, description="Chat sessions that may run at once (429 with Retry-After beyond). Chat never "
+        "takes the cycle lock and never delays a scheduled cycle.")
+    chat_timeout: int = Field(
+        300, ge=10, description="Seconds before one chat turn's CLI run is killed.")
+    chat_max_turns: int = Field(
+        20, ge=1, description="--max-turns for one chat turn.")
+    chat_resume_days: int = Field(
+        7, ge=0, description="Days a conversation's claude CLI session is kept for --resume after its last turn (the "
+        "CLI's own copy holds tool output verbatim); after that, or with 0, the next turn starts a fresh CLI session "
+        "given the conversation so far as a transcript.")
+    models_cache_ttl: int = Field(
+        600, ge=0, description="Seconds the list of models the upstream offers (GET /api/v1/models) is kept before it "
+        "is asked again (0: every request asks).")
+    models_timeout: float = Field(
+        5.0, gt=0, le=60, description="Seconds to wait for the upstream's models list.")
+
     # -- tier 1: observe ---------------------------------------------------------------------
     tier1_model: str = Field("haiku", description="Model alias or id for tier 1.")
     tier1_allowed_tools: str = Field(
@@ -345,6 +374,14 @@ class Settings(BaseSettings):
         if self.db is None:  # pragma: no cover - set in model_post_init
             raise ConfigError("settings used before they were resolved")
         return self.db
+
+    @field_validator("tier1_model", "tier2_model", "tier3_model")
+    @classmethod
+    def _valid_model(cls, value: str) -> str:
+        if not value or len(value) > MODEL_NAME_MAX or re.fullmatch(MODEL_NAME_PATTERN, value) is None:
+            raise ValueError(f"a model name is 1 to {MODEL_NAME_MAX} characters without whitespace or control "
+                             "characters (an alias such as sonnet, or an id such as claude-sonnet-4-5)")
+        return value
 
     @field_validator("cron")
     @classmethod

@@ -28,6 +28,7 @@ class Trigger(StrEnum):
     MANUAL = "manual"          # Run Now, POST /runs, tierops run
     ESCALATION = "escalation"  # started by the tier below
     ALERT = "alert"            # an alert that opened an incident (POST /api/v1/alerts)
+    CHAT = "chat"              # one turn of a conversation (the chat page, /v1/chat/completions, /api/chat)
 
 
 class Source(StrEnum):

@@ -5,8 +5,9 @@ Why a module of its own: the CLI writes every session to
 ``HOME/.claude/projects/<cwd slug>/<session id>.jsonl`` (reference §8: ``--resume`` needs the same
 HOME and cwd) with every tool output verbatim, secrets included, and never prunes it; the folder
 sits in backups and in the Docker volume. TierOps keeps its own redacted copy of every line, so the
-CLI's copy is needed only while a resume may follow (output recovery, inside one session). The
-session removes it once it is final (``supervisor/session.py``); ``tierops prune`` and the
+CLI's copy is needed only while a resume may follow (output recovery, inside one session; the next
+turn of a chat conversation, for ``TIEROPS_CHAT_RESUME_DAYS``). The session removes it once it is
+final (``supervisor/session.py``; a chat turn keeps it); ``tierops prune`` and the
 server's daily prune remove whatever was left behind (a supervisor killed before it could), never
 the files of a session still running or newer than the newest running one.
 

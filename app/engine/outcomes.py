@@ -51,7 +51,7 @@ class AttemptOutcome:
     has_output: bool
     output: Any = None
     validation: ValidationResult | None = None
-    via: str = "tool"  # tool | extracted | prompted: where the output came from
+    via: str = "tool"  # tool | extracted | prompted | conversation (no contract): where the output came from
 
     @property
     def output_ok(self) -> bool:
@@ -60,7 +60,7 @@ class AttemptOutcome:
     @property
     def needs_recovery(self) -> bool:
         """Completed but without valid structured output: what output recovery resumes for."""
-        return self.run.status == SessionStatus.COMPLETED and not self.output_ok
+        return self.run.status == SessionStatus.COMPLETED and not self.output_ok and self.via != "conversation"
 
     def record(self) -> AttemptRecord:
         r = self.result
@@ -82,6 +82,8 @@ def decide_attempt(attempt: int, kind: str, rec: Recording, exit_code: int | Non
     in the final text (:func:`app.output.extract.extract_json`), the only place it can be."""
     run = decide_status(rec.result, exit_code, rec.last_retry, budget)
     result = rec.result
+    if mode == "conversation":  # no contract: the answer is the text, nothing to validate or recover
+        return AttemptOutcome(attempt, kind, run, result, False, None, None, "conversation")
     output: Any = None
     validation: ValidationResult | None = None
     has_output = result is not None and result.has_structured_output
@@ -173,7 +175,8 @@ def summarize(outcomes: list[AttemptOutcome], facts: SessionFacts, *, status: st
     res = last.result
     return SessionSummary(
         status=final_status, status_reason=final_reason,
-        degraded=final_status == SessionStatus.COMPLETED and (accepted is None or accepted.via == "extracted"),
+        degraded=final_status == SessionStatus.COMPLETED and last.via != "conversation"
+        and (accepted is None or accepted.via == "extracted"),
         exit_code=facts.exit_code, ended_at=utcnow(),
         duration_ms=sums["duration_ms"], duration_api_ms=sums["duration_api_ms"], cost_usd=sums["cost_usd"],
         input_tokens=sums["input_tokens"], output_tokens=sums["output_tokens"],

@@ -7,7 +7,8 @@ on their own terms. A session folder goes only when it is a plain folder directl
 recorded ``cwd`` is never touched). The claude CLI's own transcripts under
 ``TIEROPS_HOME/home/.claude`` (:mod:`app.engine.cli_transcripts`) are swept by every prune,
 retention off included, but never those of a running session (its cwd, its CLI session id) nor any
-newer than the newest running session or than the moment the running ones were read.
+newer than the newest running session or than the moment the running ones were read, nor those of
+a conversation a next chat turn may resume (``TIEROPS_CHAT_RESUME_DAYS``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from app.clock import parse_stamp
+from app.clock import parse_stamp, shift, utcnow
 from app.config import Settings
 from app.engine import cli_transcripts
-from app.store import retention
+from app.store import chats, retention
 from app.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ async def sweep_cli_files(db: Database, settings: Settings, *, dry_run: bool) ->
     running = await retention.running_clis(db)
     state = settings.state_dir.resolve()
     cwds = [cwd for r in running for cwd in (r.cwd, str(state / "sessions" / str(r.id))) if cwd]
+    if settings.chat_resume_days > 0:  # conversations a next turn still resumes keep their CLI session
+        since = shift(utcnow(), -settings.chat_resume_days * 86400)
+        cwds += await chats.resumable_cwds(db, since)
     newest = max((parse_stamp(r.started_at).timestamp() for r in running), default=looked)
     swept = await asyncio.to_thread(cli_transcripts.sweep, state / "home", running_cwds=cwds,
                                     running_ids=[r.session_id for r in running if r.session_id],

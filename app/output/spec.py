@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 __all__ = ["AGENT_RESPONSE_SHA256", "OutputMode", "OutputSpec", "SchemaSource", "canonical_json", "schema_sha256"]
 
 SchemaSource = Literal["inline", "named", "default"]
-OutputMode = Literal["native", "prompted"]
+# native: --json-schema (the StructuredOutput tool); prompted: the schema in the prompt, the JSON in
+# the final text; conversation: no contract at all (a chat turn's answer is its text; its findings,
+# if any, are the legacy markers), never recovered, never degraded for lacking output.
+OutputMode = Literal["native", "prompted", "conversation"]
 
 
 # One definition of a schema's canonical text and hash: the preflight's.
@@ -65,3 +68,8 @@ class OutputSpec:
     @classmethod
     def default(cls, validator: OutputValidator, mode: OutputMode = "native") -> OutputSpec:
         return cls(validator=validator, source="default", mode=mode)
+
+    @classmethod
+    def conversation(cls, validator: OutputValidator) -> OutputSpec:
+        """No output contract: a chat turn (its answer is text; no recovery resume is ever spent)."""
+        return cls(validator=validator, source="default", mode="conversation", max_retries=0)

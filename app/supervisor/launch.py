@@ -62,7 +62,7 @@ def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | No
                allowed_tools: list[str], disallowed_tools: list[str], max_turns: int | None,
                add_dirs: Sequence[str] = (), resume: str | None = None,
                max_budget_usd: float | None = None, settings_json: str | None = None,
-               mcp_config: str | None = None) -> list[str]:
+               mcp_config: str | None = None, partial_messages: bool = False) -> list[str]:
     """The command line: no prompt and no system prompt in it. ``-p`` takes no argument (the caller
     writes the prompt to stdin, reference §2) and ``system_prompt_file`` is passed as
     ``--append-system-prompt-file`` (the caller wrote it). ``wire_schema`` None: no
@@ -72,7 +72,9 @@ def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | No
     variadic. ``settings_json``: ``--settings`` inline (the guard's PreToolUse hook, reference
     §11a), with ``--include-hook-events`` so the stream shows each hook's answer. ``mcp_config``:
     ``--mcp-config`` inline with ``--strict-mcp-config`` (no other MCP source counts, §11b); its
-    values are ``${VAR}`` references only (``engine/mcp_launch``)."""
+    values are ``${VAR}`` references only (``engine/mcp_launch``). ``partial_messages``:
+    ``--include-partial-messages`` (``stream_event`` lines with each text delta, §4.6: a chat
+    answer streams as it is written)."""
     head = [binary] if isinstance(binary, str) else list(binary)
     argv = [*head, "-p"]  # -p without a prompt argument reads it from stdin
     if resume:
@@ -83,6 +85,8 @@ def build_argv(binary: str | Sequence[str], *, model: str, wire_schema: str | No
         # the next option (--model) ends the list.
         argv += ["--add-dir", *add_dirs]
     argv += ["--model", model, "--output-format", "stream-json", "--verbose"]
+    if partial_messages:
+        argv.append("--include-partial-messages")
     if wire_schema is not None:
         argv += ["--json-schema", wire_schema]
     argv += ["--append-system-prompt-file", system_prompt_file]

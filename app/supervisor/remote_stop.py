@@ -91,7 +91,7 @@ async def _verified(supervisor: Supervisor, pk: int) -> tuple[SessionProcess, ps
 
 async def refusal(supervisor: Supervisor, pk: int) -> str | None:
     """Why Stop cannot reach session ``pk`` from this process (None: it can). For the page's button."""
-    if pk in supervisor.handles:
+    if pk in supervisor.handles or pk in supervisor.chat_handles:
         return None
     try:
         await _verified(supervisor, pk)
@@ -104,6 +104,10 @@ async def stop_anywhere(supervisor: Supervisor, pk: int, by: str) -> StopSent:
     """Stop session ``pk``: this process's own through its handle; another process's by signalling
     its verified CLI's process group. ``by`` says who asked (stored on the row, shown in its
     reason). Raises :class:`StopRefused`."""
+    if pk in supervisor.chat_handles:  # a chat turn of this process: its CLI alone (no chain to halt)
+        await _running(supervisor, pk)
+        supervisor.chat_handles[pk].stop()
+        return StopSent(pk, local=True)
     if pk in supervisor.handles:
         await _running(supervisor, pk)  # a finished session of the running chain has nothing to stop
         if not supervisor.stop_session(pk):  # its cycle ended meanwhile

@@ -3,14 +3,18 @@ of ``TIEROPS_CRON``; with a checks file, its ``interval`` when it sets one.
 
 Why a module of its own: the arithmetic of the schedule, apart from the cycles it starts
 (``scheduler.py``) and from the staleness ``/healthz`` derives from it (``cycle_health.py``).
-The checks file is read again before every wait, so an edit takes effect without a restart. A
-cycle that overruns its slot delays the next one; none is ever stacked.
+The checks file is read again before every wait, so an edit takes effect without a restart, and
+a wait looks again when a setting changes at run time (:func:`wait_until_due`). A cycle that
+overruns its slot delays the next one; none is ever stacked.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from app.config import Settings
@@ -18,6 +22,8 @@ from app.logs import oneline
 from app.probe.inventory import InventoryError, load_inventory
 
 log = logging.getLogger(__name__)
+
+SETTINGS_POLL = 30.0  # a wait reads the run-time settings this often (another process may change them)
 
 
 def next_delay(settings: Settings, started: float) -> float:
@@ -32,6 +38,21 @@ def next_delay(settings: Settings, started: float) -> float:
     else:
         delay = cycle_interval(settings) - (time.monotonic() - started)
     return max(0.0, delay)
+
+
+async def wait_until_due(delay: Callable[[], float], changed: asyncio.Event, reload: Callable[[], Awaitable[object]],
+                         poll: float = SETTINGS_POLL) -> None:
+    """Until ``delay()`` (seconds to the next cycle) is over, computed again whenever ``changed`` is
+    set (a run-time change: a shortened interval applies at once) and after ``reload()`` every
+    ``poll`` s."""
+    while (left := delay()) > 0:
+        changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), min(left, poll))
+        if not changed.is_set():
+            if left <= poll:
+                return  # due (cron's next time, computed now, would be the one after)
+            await reload()
 
 
 def cycle_interval(settings: Settings) -> float:

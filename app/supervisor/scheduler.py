@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,6 +44,7 @@ from app.store import sessions as session_store
 from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
+from app.supervisor import turn_lock
 from app.supervisor.alerts import run_next_queued
 from app.supervisor.approvals import expire_approvals
 from app.supervisor.chain import run_chain
@@ -54,8 +56,10 @@ from app.supervisor.guards import BudgetSpent
 from app.supervisor.halt import SHUTTING_DOWN, Halt, StopRequested
 from app.supervisor.hub import Hub
 from app.supervisor.process_groups import kill_leftover
-from app.supervisor.schedule import cycle_interval, next_delay
+from app.supervisor.runtime_settings import effective_settings
+from app.supervisor.schedule import cycle_interval, next_delay, wait_until_due
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
+from app.supervisor.upstream_models import ModelCatalog
 from app.supervisor.windows import end_of_windows
 from app.vocab import FIRST_MODEL_TIER, ApprovalStatus, SessionStatus, Trigger
 
@@ -69,12 +73,20 @@ APPROVAL_CHECK_INTERVAL = 15.0  # seconds between the server's looks for approva
 class Supervisor:
     def __init__(self, db: Database, settings: Settings, validator: OutputValidator, hub: Hub | None = None) -> None:
         self.db = db
-        self.settings = settings
+        # The settings in force: ``base_settings`` (as loaded at start: what needs a restart) with the
+        # run-time changes (runtime_settings.py), read again at every cycle's start and on every change.
+        self.base_settings = self.settings = settings
+        self.settings_changed = asyncio.Event()  # set by reload_settings(): the schedule's wait looks again
+        self.models = ModelCatalog(settings)  # the models the upstream offers (GET /api/v1/models)
         self.validator = validator
         self.hub = hub or Hub()
         self._running = False
         self._file_lock = CycleLock(settings.state_dir / "cycle.lock")
         self.handles: dict[int, SessionHandle] = {}
+        # Chat turns (``chat.py``) run beside the cycles: their sessions' handles, and how many are
+        # being created (a row with no CLI yet that no sweep may take for abandoned).
+        self.chat_handles: dict[int, SessionHandle] = {}
+        self.chat_starting = 0
         self.next_run_at: datetime | None = None
         self.last_chain: list[ChainLink] = []
         self.current_task: asyncio.Task[list[ChainLink]] | None = None
@@ -129,13 +141,14 @@ class Supervisor:
         process: the follower leaves it to the recorder. While this process runs a cycle, a
         running row with no CLI yet that is not among its handles is its own next session (created,
         not yet tracked); one with a CLI is another state dir's, sharing this database."""
-        return pk in self.handles or (self._running and cli_pid is None)
+        return (pk in self.handles or pk in self.chat_handles
+                or ((self._running or self.chat_starting > 0) and cli_pid is None))
 
     async def sweep_abandoned(self) -> int:
         """End the sessions whose process died (a ``tierops run`` killed with SIGKILL) — seen by
         the follower as rows still ``running`` while nobody holds the cycle lock. Done holding the
         lock, so a process starting a cycle meanwhile is never swept; 0 when busy."""
-        if self._running:
+        if self._running or self.chat_starting > 0:
             return 0
         try:
             self._file_lock.acquire("sweep of sessions left running")
@@ -161,10 +174,12 @@ class Supervisor:
         home = state / "home"  # the HOME every CLI of ours gets
         count = 0
         for row in await processes.running_sessions_with_process(self.db):
-            if row.id in self.handles:
+            if row.id in self.handles or row.id in self.chat_handles:
                 continue  # a live session of this process
-            if row.cwd is not None and Path(row.cwd).parent != state / "sessions":
+            if row.cwd is not None and Path(row.cwd).parent not in (state / "sessions", state / "chats"):
                 continue  # started with another state dir (another cycle lock): not ours to judge
+            if row.cwd is not None and Path(row.cwd).parent == state / "chats" and turn_lock.held(row.cwd):
+                continue  # a chat turn another process runs (it holds its turn lock)
             reason = f"the supervisor stopped while this session ran ({when})"
             if row.cli_pid is not None:
                 killed = await asyncio.to_thread(kill_leftover, row.cli_pid, row.cli_pgid, row.cli_start_time, home)
@@ -212,6 +227,7 @@ class Supervisor:
                 await expire_approvals(self.db, self.notifier)
             except Exception:
                 log.exception("expiring approvals failed", extra={"cycle": cycle})
+            await self.reload_settings()  # run-time changes apply from the next cycle on
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
                                     prompt=prompt, trigger=trigger, on_session=self._track, spec=spec,
                                     parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier,
@@ -421,8 +437,10 @@ class Supervisor:
         """Scheduled cycles until cancelled (or ``cycles`` have run). With an interval the first
         cycle starts at once; with cron at the first matching time."""
         await self.recover_interrupted()
+        await self.reload_settings()
         if self.settings.cron:
-            await asyncio.sleep(self._next_delay(time.monotonic()))
+            await wait_until_due(functools.partial(self._next_delay, time.monotonic()), self.settings_changed,
+                                 self.reload_settings)
         done = 0
         while cycles is None or done < cycles:
             started = time.monotonic()
@@ -439,7 +457,20 @@ class Supervisor:
             done += 1
             if cycles is not None and done >= cycles:
                 break
-            await asyncio.sleep(self._next_delay(started))
+            await wait_until_due(functools.partial(self._next_delay, started), self.settings_changed,
+                                 self.reload_settings)
+
+    async def reload_settings(self) -> Settings:
+        """The base settings with the stored run-time changes, in force from now on here, in the
+        notifier and the health judge; wakes the schedule's wait. Storage failing keeps the old ones."""
+        try:
+            settings = await effective_settings(self.db, self.base_settings)
+        except Exception as exc:
+            log.warning("the settings changed at run time cannot be read (%s); the ones in force stay", oneline(exc))
+            return self.settings
+        self.settings = self.notifier.settings = self.cycle_health.settings = settings
+        self.settings_changed.set()
+        return settings
 
     async def shutdown(self) -> None:
         """Stop running sessions (their process groups) and wait for the cycle to wind down; then
@@ -457,6 +488,7 @@ class Supervisor:
     async def start(self) -> None:
         """Start what runs beside the cycles: the notification sender. :meth:`shutdown`
         stops it; without ``start`` messages are recorded and wait for a process that sends."""
+        await self.reload_settings()
         await self.notifier.start()
 
 

@@ -32,7 +32,7 @@ from app.config import READ_ONLY_TOOLS, Settings, TierConfig
 from app.engine.cli_transcripts import remove_session_files
 from app.engine.mcp_launch import McpLaunch, plan_launch
 from app.engine.outcomes import AttemptOutcome
-from app.engine.recorder import RecorderOptions, SessionRecorder
+from app.engine.recorder import Publisher, RecorderOptions, SessionRecorder
 from app.engine.report import SessionReport
 from app.errors import CLIError, ConfigError, StorageUnavailable
 from app.logs import oneline
@@ -46,6 +46,7 @@ from app.store import guard as guard_store
 from app.store import processes, sessions
 from app.store import runbooks as runbook_store
 from app.store.db import Database
+from app.store.rows import ActivityRow
 from app.store.runbooks import RunbookGiven
 from app.supervisor.context import recovery_prompt
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
@@ -77,6 +78,16 @@ class TierRequest:
     dry_run: bool = False  # read-only tools, told to only say what it would do
     approved_by: str | None = None  # the approval that let this tier run (the guard's policy says so)
     runbooks: Sequence[RunbookGiven] = ()  # what its system prompt quotes or links (recorded with the session)
+    # A conversation's turn (chat): its folder, the same on every turn, so that --resume finds the
+    # CLI session (reference §8: same HOME and cwd); the CLI session it continues; the CLI's own
+    # transcript is kept for the next turn; its own limits instead of the tier's; text as it is
+    # generated (--include-partial-messages); ``tap`` sees every stored line as the hub does.
+    cwd: Path | None = None
+    resume: str | None = None
+    keep_cli_session: bool = False
+    tier_config: TierConfig | None = None
+    partial_messages: bool = False
+    tap: Callable[[int, list[ActivityRow]], None] | None = None
 
 
 @dataclass
@@ -151,19 +162,20 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     handle = handle or SessionHandle()
     if req.tier >= FIRST_MODEL_TIER and (paused := await model_tiers_paused(db, settings)) is not None:
         raise ModelTiersPaused(paused)  # before the row: nothing to record, the caller says why
-    cfg = settings.tier(req.tier)
+    cfg = req.tier_config or settings.tier(req.tier)
     spec = req.spec or OutputSpec.default(validator, settings.output_mode)
     validator = spec.validator
     max_retries = spec.max_retries if spec.max_retries is not None else settings.output_max_retries
     budget = tier_budget(settings, req.tier)
     mcp, mcp_problem = mcp_for(settings, req.tier, req.dry_run)
     allowed_tools, disallowed_tools = tools_for(cfg, req.dry_run, mcp.allowed_tools if mcp else ())
-    options = RecorderOptions.from_settings(settings, publish=hub.publish if hub else None, route_output=spec.routed,
+    options = RecorderOptions.from_settings(settings, publish=_publisher(hub, req.tap), route_output=spec.routed,
                                             output_mode=spec.mode, budget=budget, secrets=mcp.secrets if mcp else ())
     redact = options.redact or db.redact  # the stream's redactor: what the CLI is given, the row keeps
     prompt = redact(req.prompt)
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=prompt,
                                       trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec,
+                                      cwd=str(req.cwd) if req.cwd else None,
                                       dry_run=req.dry_run, max_budget_usd=budget.usd if budget else None)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
@@ -185,12 +197,12 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
 
     def forget_cli_transcript() -> None:
         """The session is final (no resume follows): the CLI's verbatim copy goes."""
-        if home is not None:
+        if home is not None and not req.keep_cli_session:
             remove_session_files(home, str(cwd) if cwd else None, rec.session_id)
 
     try:
         state = settings.state_dir.resolve()
-        cwd = state / "sessions" / str(rec.session_pk)
+        cwd = req.cwd or state / "sessions" / str(rec.session_pk)
         home = state / "home"
         cwd.mkdir(parents=True, exist_ok=True)
         home.mkdir(parents=True, exist_ok=True)
@@ -216,7 +228,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
         # Native mode hands the schema to the CLI (--json-schema, its StructuredOutput
         # tool); prompted mode puts it in the prompt and reads the JSON from the final text.
         prompted = spec.mode == "prompted"
-        wire_schema = None if prompted else validator.wire_schema()
+        wire_schema = None if prompted or spec.mode == "conversation" else validator.wire_schema()
         first_prompt = f"{prompt}\n\n{format_section(spec.schema)}" if prompted else prompt
         system_text = redact(req.system_prompt)
         system_file = cwd / SYSTEM_PROMPT_FILE
@@ -237,10 +249,10 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
                               system_prompt_file=str(system_file), allowed_tools=allowed_tools,
                               disallowed_tools=disallowed_tools, max_turns=cfg.max_turns,
                               add_dirs=settings.read_dirs(), resume=resume, max_budget_usd=budget_usd,
-                              settings_json=guard_json, mcp_config=mcp_json)
+                              settings_json=guard_json, mcp_config=mcp_json, partial_messages=req.partial_messages)
             return Launch(argv, cwd, env, cfg.timeout, stdin=stdin_bytes(text))
 
-        launch = launch_for(first_prompt, budget_usd=budget.usd if budget else None)
+        launch = launch_for(first_prompt, resume=req.resume, budget_usd=budget.usd if budget else None)
         await sessions.set_launch(db, rec.session_pk, cwd=str(cwd), chain_id=req.chain_id or rec.session_pk,
                                   argv=launch.argv, system_prompt=system_text)
         log.info("session %d started: tier %d (%s), trigger %s%s", rec.session_pk, req.tier, cfg.model, req.trigger,
@@ -335,6 +347,23 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
                           extra=rec.log_context)
     api_failure = bool(outcome and outcome.run.api_failure and override is None)
     return SessionResult(rec.session_pk, report, api_failure, report["attempts"])
+
+
+def _publisher(hub: Hub | None, tap: Callable[[int, list[ActivityRow]], None] | None) -> Publisher | None:
+    """Where the recorder publishes stored lines: the hub (live pages), and ``tap`` (a chat turn's
+    answer stream) when given. A failing tap is logged, never the recorder's problem."""
+    if tap is None:
+        return hub.publish if hub else None
+
+    def publish(pk: int, rows: list[ActivityRow]) -> None:
+        if hub is not None:
+            hub.publish(pk, rows)
+        try:
+            tap(pk, rows)
+        except Exception:
+            log.exception("session %d: the chat answer stream failed on a line", pk, extra={"session": pk})
+
+    return publish
 
 
 def _spent(outcomes: list[AttemptOutcome]) -> float:

@@ -40,6 +40,7 @@ from app.errors import ConfigError
 from app.logs import AccessLog, oneline
 from app.output.validate import OutputValidator
 from app.redact import install_log_redaction, redactor_for
+from app.store import chats as chat_store
 from app.store import dashboard
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
@@ -47,6 +48,7 @@ from app.store import notifications as notification_store
 from app.store import stats as stats_store
 from app.store.db import Database
 from app.supervisor.alerts import work_queue
+from app.supervisor.chat import ChatService
 from app.supervisor.follow import Follower
 from app.supervisor.health import assess
 from app.supervisor.hub import Hub
@@ -68,6 +70,7 @@ from app.web.auth import (
     safe_next,
     token_ok,
 )
+from app.web.chat import ollama_api, openai_api
 from app.web.common import ApiError, WebState, json_error, state
 from app.web.faults import StorageFaults
 from app.web.pages import routes as pages
@@ -259,8 +262,11 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
         await supervisor.recover_interrupted()
+        await chat_store.interrupt_running(db, "the server stopped while this question was answered")
         await supervisor.start()  # the notification sender (stopped by shutdown below)
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
+        # Ask TierOps: chat turns beside the cycles (never the cycle lock), with the run-time settings.
+        app.state.chat = chat = ChatService(supervisor)
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily; with
         # retention off too, for the claude CLI's own transcripts left behind (engine/retention.py).
@@ -283,6 +289,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
             await stop_task(pruner)  # before the store closes; a prune cut short rolls its batch back
             if scheduler is not None:
                 scheduler.cancel()
+            await chat.shutdown(settings.kill_grace + 5)  # running turns' CLIs stopped, their sessions recorded
             await supervisor.shutdown()
             if scheduler is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
@@ -296,6 +303,8 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
         Route("/favicon.ico", favicon),
         Route("/logout", logout, methods=["POST"]),
         Mount("/api/v1", routes=api.routes),
+        *openai_api.routes,  # Ask TierOps for OpenAI and Ollama clients (bearer tokens only: auth.py)
+        *ollama_api.routes,
         *streams.routes,
         *pages.routes,
         Mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static"),
@@ -303,7 +312,8 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     app = Starlette(
         routes=routes, lifespan=lifespan,
         middleware=[Middleware(SecurityMiddleware, token=token, webhook_token=(
-            settings.webhook_token.get_secret_value() if settings.webhook_token else None)),
+            settings.webhook_token.get_secret_value() if settings.webhook_token else None),
+            chat_token=settings.chat_token.get_secret_value() if settings.chat_token else None),
             Middleware(StorageFaults)],  # a full disk, an I/O error, a lock: 503 with the reason (faults.py)
         exception_handlers={HTTPException: http_error, Exception: server_error},
     )

@@ -14,6 +14,12 @@ untouched; starlette's BaseHTTPMiddleware would buffer them). The rules, in shor
   :data:`LOGIN_MAX_CLIENTS` addresses are remembered.
 * CSRF: every POST/PUT/PATCH/DELETE is refused with 403 when the browser says it comes from
   elsewhere (``Sec-Fetch-Site``, or an ``Origin`` whose host differs from ``Host``).
+* The chat APIs for OpenAI and Ollama clients (:data:`CHAT_PATHS`) take a bearer token and nothing
+  else, always: ``TIEROPS_TOKEN`` or ``TIEROPS_CHAT_TOKEN`` (which opens nothing else); no cookie,
+  no Basic, and without either token configured they refuse every request. A bearer token cannot
+  be sent cross-site without the browser asking first, so neither the Host nor the CSRF rule
+  applies there. The error body is the client's own shape (OpenAI's ``{error: {message, type}}``,
+  Ollama's ``{error}``).
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ COOKIE_MAX_AGE = 7 * 24 * 3600
 # /api/docs renders the (already open) OpenAPI document: no data, and a page, not a 401
 OPEN_PATHS = ("/healthz", "/login", "/static/", "/api/v1/openapi.json", "/api/docs", "/favicon.ico")
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+# The chat endpoints OpenAI and Ollama clients call (and /v1/models/<id>): bearer tokens only.
+CHAT_PATHS = ("/v1/chat/completions", "/v1/models", "/api/chat", "/api/generate", "/api/tags")
+CHAT_PREFIXES = ("/v1/models/",)
 WEBHOOK_PATH = "/api/v1/alerts"  # the one endpoint TIEROPS_WEBHOOK_TOKEN and Basic open (POST, PUT)
 WEBHOOK_METHODS = ("POST", "PUT")  # Grafana's contact point may send PUT
 # Defence in depth behind escaping: no inline script, no plugin, no framing, no MIME sniffing.
@@ -167,10 +176,12 @@ def cross_site(headers: Headers) -> str | None:
 
 
 class SecurityMiddleware:
-    def __init__(self, app: ASGIApp, token: str | None, webhook_token: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, webhook_token: str | None = None,
+                 chat_token: str | None = None) -> None:
         self.app = app
         self.token = token
         self.webhook_token = webhook_token or None
+        self.chat_token = chat_token or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -185,6 +196,9 @@ class SecurityMiddleware:
 
         headers = Headers(scope=scope)
         path = scope["path"]
+        if path in CHAT_PATHS or path.startswith(CHAT_PREFIXES):
+            await self._chat(scope, receive, send, headers)
+            return
         is_api = path.startswith("/api/") or path == "/metrics"
         if self.token is None and not loopback_host(headers.get("host", "")):
             # Without a token the server only listens on loopback; a page on another name that
@@ -225,6 +239,35 @@ class SecurityMiddleware:
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", f"/login?next={quote(target, safe='')}".encode())]})
         await send({"type": "http.response.body", "body": b""})
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
+        """A chat endpoint: the API token or the chat token as a bearer token, nothing else."""
+        auth = headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        principal = ("api token" if self.token is not None and token_ok(self.token, bearer) else
+                     "chat token" if self.chat_token is not None and token_ok(self.chat_token, bearer) else None)
+        if principal is not None:
+            scope.setdefault("state", {})["chat_principal"] = principal
+            await self.app(scope, receive, send)
+            return
+        if self.token is None and self.chat_token is None:
+            detail = ("the chat endpoints need a token and none is configured: set TIEROPS_CHAT_TOKEN (chat "
+                      "clients only) or TIEROPS_TOKEN, and send it as 'Authorization: Bearer <token>'")
+        else:
+            detail = ("send 'Authorization: Bearer <token>' with TIEROPS_CHAT_TOKEN or TIEROPS_TOKEN"
+                      + ("; the token sent is not one of them" if bearer else ""))
+        log.info("refused %s %s: %s", scope["method"], scope["path"], "wrong token" if bearer else "no token")
+        body: dict[str, Any]
+        if scope["path"].startswith("/v1/"):
+            body = {"error": {"message": detail, "type": "invalid_request_error", "param": None,
+                              "code": "invalid_api_key"}}
+        else:
+            body = {"error": detail}
+        data = json.dumps(body).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                                (b"www-authenticate", b'Bearer realm="tierops-chat"')]})
+        await send({"type": "http.response.body", "body": data})
 
     def _webhook_ok(self, scope: Scope, bearer: str | None, basic: str | None) -> bool:
         """On ``POST``/``PUT /api/v1/alerts`` only: the webhook token as bearer, ``?token=`` or Basic

@@ -28,12 +28,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class WebState:
-    settings: Settings
+    base_settings: Settings  # as loaded at start: what needs a restart
     db: Database
     hub: Hub
     supervisor: Supervisor
     validator: OutputValidator
     token: str | None
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force: the base with the run-time changes (``Supervisor.reload_settings``)."""
+        return self.supervisor.settings
 
 
 def state(request: Request) -> WebState:

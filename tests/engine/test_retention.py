@@ -389,3 +389,24 @@ async def test_prune_removes_the_cli_transcripts_no_running_session_can_resume(d
     await processes.mark_interrupted(db, running, "test: its supervisor died")
     await engine.prune(db, settings)  # nothing runs now: all of them go
     assert not mine.exists() and not newer.exists() and list((home / "projects").iterdir()) == []
+
+
+async def test_a_conversations_cli_session_stays_while_a_next_turn_may_resume_it(db, settings):
+    """TIEROPS_CHAT_RESUME_DAYS: an active conversation keeps its CLI copy; an idle one loses it."""
+    from app.clock import shift, utcnow
+    from app.store import chats
+
+    chat_dir = settings.state_dir.resolve() / "chats"
+    active = await chats.create_conversation(db, public_id="active", title="q", model="tierops", tier=1,
+                                             client="page", cwd=str(chat_dir / "active"))
+    idle = await chats.create_conversation(db, public_id="idle", title="q", model="tierops", tier=1,
+                                           client="page", cwd=str(chat_dir / "idle"))
+    async with db.write() as conn:  # its last turn was 8 days ago
+        await conn.execute("UPDATE chat_conversations SET updated_at = ? WHERE id = ?",
+                           (shift(utcnow(), -8 * 86400), idle["id"]))
+    kept = cli_files(settings, active["cwd"], SID_OLD, age_s=2 * 3600)
+    gone = cli_files(settings, idle["cwd"], SID_NEW, age_s=2 * 3600)
+    await engine.prune(db, settings)
+    assert kept.exists() and not gone.exists()
+    await engine.prune(db, settings.model_copy(update={"chat_resume_days": 0}))
+    assert not kept.exists()

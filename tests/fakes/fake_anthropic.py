@@ -23,6 +23,11 @@ What it serves (see shared/reference/claude-code-stream-json.md, section 7):
   ``message_delta`` with the stop reason and usage, ``message_stop``), otherwise as
   one message JSON. Every answer carries a ``request-id`` header.
 - ``POST /v1/messages/count_tokens``: ``{"input_tokens": N}``.
+- ``GET /v1/models``: the Models API's list of ``fake.models`` (``{type, id, display_name,
+  created_at}``), paginated like the real API when given ``limit`` (``after_id``, ``has_more``,
+  ``first_id``, ``last_id``); ``fake.models_delay`` s before answering, ``fake.models_error`` an
+  HTTP error status instead, ``fake.models_raw`` bytes answered as they are (a body that is not the
+  list); counted by ``fake.models_requests``.
 - Credentials: with ``FakeAnthropic(keys={...})`` every POST must carry one of those keys as
   ``x-api-key`` or ``Authorization: Bearer`` (the CLI sends the first for ``ANTHROPIC_API_KEY``, the
   second for ``ANTHROPIC_AUTH_TOKEN`` / ``CLAUDE_CODE_OAUTH_TOKEN``); any other request gets the
@@ -55,11 +60,11 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 __all__ = [
     "FakeAnthropic",
@@ -68,6 +73,7 @@ __all__ = [
     "error",
     "hang",
     "message",
+    "reply",
     "structured",
     "text",
     "tool_use",
@@ -101,6 +107,7 @@ class Turn:
     kind "error":   HTTP ``status`` with an Anthropic error JSON.
     kind "hang":    wait ``seconds`` (cut short when the fake stops), then answer with
                     ``then``, or, when ``then`` is None, with the conversation's next turn.
+    kind "reply":   ``respond(body)`` decides the answer from the request (see :func:`reply`).
     """
 
     kind: str
@@ -112,6 +119,7 @@ class Turn:
     headers: tuple[tuple[str, str], ...] = ()
     seconds: float = 0.0
     then: Turn | None = None
+    respond: Callable[[Mapping[str, Any]], Turn] | None = None
 
     def describe(self) -> dict[str, Any]:
         """Short JSON-able description, recorded with each request as ``answer``."""
@@ -119,6 +127,8 @@ class Turn:
             return {"content": [dict(b) for b in self.content], "stop_reason": self.stop_reason}
         if self.kind == "error":
             return {"error": {"status": self.status, "type": self.error_type, "message": self.error_message}}
+        if self.kind == "reply":
+            return {"reply": getattr(self.respond, "__name__", "respond")}
         return {"hang": self.seconds, "then": self.then.describe() if self.then else None}
 
 
@@ -182,6 +192,12 @@ def error(
         error_message=message,
         headers=tuple((headers or {}).items()),
     )
+
+
+def reply(respond: Callable[[Mapping[str, Any]], Turn]) -> Turn:
+    """An answer computed from the request body (its ``messages``: what the CLI sent, earlier turns
+    of a resumed conversation included), e.g. to show that a later turn saw an earlier one."""
+    return Turn("reply", respond=respond)
 
 
 def hang(seconds: float, then: Turn | None = None) -> Turn:
@@ -423,8 +439,44 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         rid = _new_id("req_fake_", 16)
+        if urlsplit(self.path).path.rstrip("/") == "/v1/models":
+            self._models(rid)
+            return
         self._record(None, 0, kind="404", request_id=rid)
         self._not_found(rid)
+
+    def _models(self, rid: str) -> None:
+        """GET /v1/models: the Models API's list, paginated when ``limit`` is given."""
+        fake = self.server.fake
+        self._record(None, 0, kind="models", request_id=rid)
+        if fake.models_delay and fake._stopping.wait(fake.models_delay):
+            self.close_connection = True
+            return
+        if not fake._authorized(self.headers):
+            self._send_json(401, {"type": "error", "error": {"type": "authentication_error",
+                                                             "message": "invalid x-api-key"}, "request_id": rid}, rid)
+            return
+        if fake.models_error is not None:
+            etype = _ERROR_TYPES_BY_STATUS.get(fake.models_error, "api_error")
+            self._send_json(fake.models_error, {"type": "error", "error": {"type": etype, "message": "fake: models "
+                                                                           "error"}, "request_id": rid}, rid)
+            return
+        if fake.models_raw is not None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(fake.models_raw)))
+            self.end_headers()
+            self.wfile.write(fake.models_raw)
+            return
+        query = dict(parse_qsl(urlsplit(self.path).query))
+        items = [{"type": "model", "created_at": "2025-01-01T00:00:00Z", **m} for m in fake.models]
+        if "after_id" in query:
+            ids = [m["id"] for m in items]
+            items = items[ids.index(query["after_id"]) + 1:] if query["after_id"] in ids else []
+        limit = int(query["limit"]) if query.get("limit", "").isdigit() else len(items)
+        page, more = items[:limit], len(items) > limit
+        self._send_json(200, {"data": page, "has_more": more, "first_id": page[0]["id"] if page else None,
+                              "last_id": page[-1]["id"] if page else None}, rid)
 
     def do_POST(self) -> None:
         rid = _new_id("req_fake_", 16)
@@ -491,6 +543,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 _, index, turn = fake._next_turn(key, body)
                 rec.setdefault("hang_then_turn_index", index)
+        if turn.kind == "reply" and turn.respond is not None:
+            turn = turn.respond(body)
+            rec["answer"] = turn.describe()
         self._answer(turn, body, len(raw), rid)
 
     # ---- answers
@@ -675,6 +730,14 @@ class FakeAnthropic:
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        # GET /v1/models: the list ({id, display_name[, created_at]}), a delay, an error status, a raw body
+        self.models: list[dict[str, Any]] = [
+            {"id": "claude-opus-4-8", "display_name": "Claude Opus 4.8"},
+            {"id": "claude-sonnet-4-5", "display_name": "Claude Sonnet 4.5"},
+            {"id": "claude-haiku-4-5", "display_name": "Claude Haiku 4.5"}]
+        self.models_delay = 0.0
+        self.models_error: int | None = None
+        self.models_raw: bytes | None = None
 
     # ---- lifecycle
 
@@ -786,6 +849,11 @@ class FakeAnthropic:
         None for the default script), ``turn_index`` and ``answer``."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def models_requests(self) -> int:
+        """How many ``GET /v1/models`` requests arrived (each page counts)."""
+        return sum(1 for r in self.requests if r.get("kind") == "models")
 
     @property
     def message_requests(self) -> list[dict[str, Any]]:

@@ -96,6 +96,13 @@ class LiveServer(_Served):
         self._thread.join(timeout=30)
 
 
+@pytest.fixture(autouse=True)
+def _no_real_upstream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The /config page and GET /api/v1/models ask the Models API at ANTHROPIC_BASE_URL: in these tests a
+    closed loopback port (refused at once), never the real API; a test wanting an upstream sets its own."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{_free_port()}")
+
+
 def build_app(tmp_path: Path, n: int, token: str | None, stages: list[dict] | None,
          overrides: dict[str, Any]) -> tuple[Starlette, Settings, FakeClaude]:
     fake = make_fake_claude(tmp_path / f"bin{n}", stages or [{"lines": []}])

@@ -1,4 +1,5 @@
-"""Acting inside a session and what it is given: the guard, runbooks, MCP servers, evidence (migrations 0012-0015)."""
+"""Acting inside a session and what it is given: the guard, runbooks, MCP servers, evidence; chat
+conversations; settings changed at run time (migrations 0012-0017)."""
 
 import logging
 
@@ -76,6 +77,75 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN findings_uncited INTEGER;
         ALTER TABLE sessions ADD COLUMN escalation_evidence_status TEXT;
         ALTER TABLE sessions ADD COLUMN escalation_evidence TEXT
+        """,
+    ),
+    (
+        "0016_chat",
+        """
+        -- A conversation with the ops agent (the chat page, /v1/chat/completions, /api/chat): one
+        -- claude CLI session continued with --resume (same HOME and cwd), so later turns see the
+        -- earlier ones. public_id names it in URLs; cli_session_id is the CLI's session id (NULL
+        -- until the first turn's init line); history_sha256 is the hash of the messages so far
+        -- (questions and answers), how a stateless client's next request finds its conversation.
+        CREATE TABLE chat_conversations (
+            id INTEGER PRIMARY KEY,
+            public_id TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            model TEXT NOT NULL,
+            tier INTEGER NOT NULL,
+            client TEXT NOT NULL,
+            incident_id INTEGER,
+            cwd TEXT NOT NULL,
+            cli_session_id TEXT,
+            history_sha256 TEXT,
+            created_by TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX chat_conversations_history ON chat_conversations(history_sha256);
+        CREATE INDEX chat_conversations_updated ON chat_conversations(updated_at);
+        -- One question and its answer; session_id is the recorded session (trigger chat) that
+        -- answered it (NULL once retention removed that session).
+        CREATE TABLE chat_turns (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES chat_conversations(id) ON DELETE CASCADE,
+            session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+            question TEXT NOT NULL,
+            answer TEXT,
+            status TEXT NOT NULL,
+            asked_by TEXT,
+            created_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX chat_turns_conversation ON chat_turns(conversation_id, id);
+        CREATE INDEX chat_turns_session ON chat_turns(session_id)
+        """,
+    ),
+    (
+        "0017_runtime_settings",
+        """
+        -- Settings changed at run time (PUT /api/v1/config, the /config page): one row per setting
+        -- whose value is used instead of the environment's and .env's until it is reverted. value is
+        -- JSON, checked by the Settings class when written and again when read (a value that no
+        -- longer passes is skipped). Only the settings a cycle reads afresh can be here; no secret.
+        CREATE TABLE runtime_settings (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            changed_by TEXT NOT NULL,
+            changed_at TEXT NOT NULL
+        );
+        -- Every change and revert, kept: old_value and new_value are the JSON values in force
+        -- before and after it (a revert's new value is the environment's, .env's or the default).
+        CREATE TABLE runtime_setting_changes (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            old_value TEXT,
+            new_value TEXT,
+            changed_by TEXT NOT NULL,
+            changed_at TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('set', 'revert'))
+        );
+        CREATE INDEX runtime_setting_changes_name ON runtime_setting_changes(name, id)
         """,
     ),
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from app.config import MODEL_NAME_MAX, MODEL_NAME_PATTERN, Settings
 from app.engine.alert_payloads import FINGERPRINT_PATTERN, LEGACY_STATES
 from app.engine.alerts import FINGERPRINT_MAX, SERVICE_MAX, TITLE_MAX
 from app.store.incidents import NOTE_MAX, OPERATOR_MAX, UNTIL_HELP
@@ -32,6 +33,7 @@ from app.store.maintenance import (
     TIME_MAX,
     TIME_PATTERN,
 )
+from app.supervisor.runtime_settings import CHANGEABLE
 from app.vocab import MAX_TIER, MIN_TIER
 from app.web.limits import (
     MEMORY_CATEGORY_MAX,
@@ -91,6 +93,7 @@ def request_schemas() -> dict[str, Any]:
                                 "properties": {"by": _incident_action_properties()["by"]}},
         **_alert_schemas(),
         **_maintenance_schemas(),
+        "ConfigChange": _config_change(),
     }
 
 
@@ -209,3 +212,23 @@ def _maintenance_schemas() -> dict[str, Any]:
         "MaintenanceEnd": {"type": "object", "additionalProperties": False, "properties": {"by": by}},
     }
 
+
+def _config_change() -> dict[str, Any]:
+    """PUT /config (app/web/api/config.py): the settings that change at run time, typed as the Settings
+    class types them; a cron expression's syntax is checked by the server (400)."""
+    model = {"type": "string", "minLength": 1, "maxLength": MODEL_NAME_MAX, "pattern": MODEL_NAME_PATTERN}
+    bounds = Settings.model_fields["interval"].metadata
+    low, high = (next(getattr(m, k) for m in bounds if hasattr(m, k)) for k in ("ge", "le"))
+    props: dict[str, Any] = {
+        "interval": {"type": "integer", "minimum": low, "maximum": high}, "cron": {"type": "string"},
+        **{f"tier{n}_model": model for n in (1, 2, 3)},
+        "max_tier": {"type": "integer", "minimum": MIN_TIER, "maximum": MAX_TIER}, "dry_run": {"type": "boolean"},
+        "notify_min_severity": {"type": "string", "enum": ["info", "warning", "critical"]}}
+    if set(props) != set(CHANGEABLE):  # pragma: no cover - a new changeable setting must be described here
+        raise AssertionError(f"ConfigChange describes {sorted(props)}, not {sorted(CHANGEABLE)}")
+    return {"type": "object", "additionalProperties": False, "properties": {
+        "settings": {"type": "object", "additionalProperties": False, "properties": props,
+                     "description": "NAME: value; any other setting needs a restart (409)"},
+        "revert": {"type": "array", "maxItems": len(Settings.model_fields),
+                   "items": {"type": "string", "enum": list(CHANGEABLE)},
+                   "description": "settings going back to the environment's, .env's or the default value"}}}

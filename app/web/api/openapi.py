@@ -33,6 +33,7 @@ TAGS = {"sessions": "Sessions, their transcripts, results and roll-ups",
         "cooldowns": "Limits on actions", "alerts": "Alerts in", "queue": "Runs waiting for a cycle",
         "stats": "Statistics for widgets", "maintenance": "Maintenance windows",
         "notifications": "What people are told: messages, routes, a preview",
+        "config": "Settings changed at run time", "models": "The models the upstream offers",
         "openapi.json": "This document"}
 
 

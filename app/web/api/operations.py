@@ -211,6 +211,7 @@ def paths(*, auth: bool) -> dict[str, Any]:
                                                 "403": ERRORS["403"]}}},
         **_stats_paths(auth),
         **_maintenance_paths(auth),
+        **_runtime_paths(auth),
         "/notifications": {"get": _op(
             "The sender's state, the routes with the URLs each reaches (scheme and host only) and the newest "
             "messages with their fate (sent, failed, suppressed with why, digested)", _ok("Notifications"),
@@ -278,6 +279,39 @@ def _maintenance_paths(auth: bool) -> dict[str, Any]:
             "End an ad-hoc window now (an upcoming one never starts; 409 when it is already over or ended)",
             _ok("MaintenanceWindow"), auth=auth, params=[_ID], body="MaintenanceEnd", body_required=False,
             errors=("404", "409"))},
+    }
+
+
+def _runtime_paths(auth: bool) -> dict[str, Any]:
+    """GET and PUT /config (app/web/api/config.py), GET /models and POST /models/refresh
+    (app/web/api/models.py): 502/504 carry the last good list, marked stale, when there is one."""
+    put = _op("Change settings at run time, all or nothing: {settings: {NAME: value}} and/or {revert: [NAME]} "
+              "(back to the environment's, .env's or the default value); each value is checked by the Settings "
+              "class (400 invalid_setting naming the setting and the rule; 409 needs_restart for any other setting); "
+              "the next cycle uses them, and a changed schedule applies at once", _ok("ConfigUpdated"), auth=auth,
+              body="ConfigChange", errors=("409",))
+    put["responses"]["400"] = _error("a value breaks its setting's rule, a name is set and reverted at once, or no "
+                                     "such setting; detail lists {setting, message}")
+    put["responses"]["409"] = _error("the setting needs a restart: set TIEROPS_X in the environment or .env")
+    stale = ("; besides {error, detail} it carries the Models fields: the last good list, stale: true, with its "
+             "age (an empty list, stale: false, when there is none)")
+    models = {"502": _error("the upstream cannot be reached, refused (HTTP 401 with the API's message, ...) or did "
+                            "not answer the Models API's list" + stale),
+              "504": _error("no answer within TIEROPS_MODELS_TIMEOUT" + stale)}
+    get_models = _op("The models the upstream offers (the Anthropic Models API at ANTHROPIC_BASE_URL, with the "
+                     "CLI's credential), kept TIEROPS_MODELS_CACHE_TTL s", _ok("Models"), auth=auth, errors=())
+    refresh = _op("Ask the upstream for its models now (joins a fetch in flight)", _ok("Models"), auth=auth,
+                  errors=())
+    get_models["responses"].update(models)
+    refresh["responses"].update(models)
+    return {
+        "/config": {"get": _op("The settings that change at run time: each one's value in force, where it comes "
+                               "from (changed at run time by whom and when, else env, file, command line or "
+                               "default), what a revert gives, and the newest changes", _ok("Config"), auth=auth,
+                               errors=()),
+                    "put": put},
+        "/models": {"get": get_models},
+        "/models/refresh": {"post": refresh},
     }
 
 

@@ -33,8 +33,10 @@ from app.store.maintenance import MaintenanceRow
 from app.store.rows import EventRow, IncidentRow, MemoryRow, SchemaRow
 from app.store.run_queue import QueuedRunRow
 from app.store.sessions import AttentionAck
+from app.supervisor.upstream_models import ModelsBody
 from app.web.api.alerts import AlertsAccepted
 from app.web.api.approvals import ApprovalStarted
+from app.web.api.config import ConfigBody, ConfigUpdated
 from app.web.api.incidents import IncidentDetail
 from app.web.api.notifications import NotificationsBody, PreviewBody
 from app.web.api.results import ResultBody
@@ -57,6 +59,7 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
     "AttentionAck": AttentionAck,
     "Maintenance": MaintenanceReport, "MaintenanceWindow": MaintenanceRow,
     "Notifications": NotificationsBody, "NotificationPreview": PreviewBody,
+    "Config": ConfigBody, "ConfigUpdated": ConfigUpdated, "Models": ModelsBody,
 }
 
 

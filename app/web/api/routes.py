@@ -19,10 +19,12 @@ from starlette.routing import Route
 from app.web.api import (
     alerts,
     approvals,
+    config,
     findings,
     incidents,
     maintenance,
     memories,
+    models,
     notifications,
     runs,
     schemas,
@@ -98,5 +100,8 @@ routes = [
     Route("/maintenance/{id}/end", _documented("/maintenance/{id}/end", maintenance.end), methods=["POST"]),
     Route("/notifications", _documented("/notifications", notifications.notifications)),
     Route("/notifications/preview", _documented("/notifications/preview", notifications.preview)),
+    Route("/config", _documented("/config", config.config), methods=["GET", "PUT"]),
+    Route("/models", _documented("/models", models.models)),
+    Route("/models/refresh", _documented("/models/refresh", models.refresh), methods=["POST"]),
     Route("/openapi.json", openapi),
 ]

@@ -1,5 +1,7 @@
-"""The ``/config`` page: what this server runs with, read-only.
+"""The ``/config`` page: what this server runs with, and the few settings that change without a restart.
 
+* **Change at run time** (``config_changes.py``): the settings a cycle reads afresh as a form,
+  with a Revert button each and the change log; every other setting needs a restart.
 * **Every setting** with its effective value, where it came from (default, env, file — ``.env`` or
   a ``*_FILE`` setting — or command line; :func:`app.config_sources.setting_sources`), its description
   (the pydantic field's) and how to change it. Every ``SecretStr`` setting is shown as "set" or
@@ -12,11 +14,8 @@
   not load (the probe reports the same problems as its failure).
 * **The output schema** every tier is validated against, with its sha256 (the value sessions
   record) and the ``/schemas`` entry holding the same schema, if any.
-* **The extensions** (``TIEROPS_EXTENSIONS``) and the runbooks folder: what each brings and what
-  is wrong with it, as ``tierops doctor`` tells it (``supervisor/extension_report``).
-* **The MCP servers**: name, source (baseline or extension), transport, what runs or is reached,
-  which tools each run may call; what was left out and why. No value of a secret: the configs
-  hold ``${VAR}`` references only (``engine/mcp_config`` refuses literal secrets).
+* **The extensions** and the runbooks folder, as ``tierops doctor`` tells it; **the MCP servers**:
+  source, transport, the tools each run may call, what was left out and why (``${VAR}`` only).
 
 "Command line" means the value differs from what the environment and ``.env`` give now
 (``--home``, ``--db``, ``--checks`` on ``tierops serve``): the page compares with settings
@@ -35,7 +34,7 @@ from typing import Any
 from pydantic import SecretStr, ValidationError
 from pydantic_settings import SettingsError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from app.config import ENV_FILE, Settings, get_settings
@@ -47,10 +46,14 @@ from app.probe.inventory import InventoryError, load_inventory
 from app.probe.inventory_rules import KINDS
 from app.store import schemas as schema_store
 from app.supervisor.extension_report import extensions_report
+from app.supervisor.runtime_settings import CHANGEABLE, SettingsRefused
 from app.supervisor.session import tier_budget, tools_for
 from app.units import every, span
 from app.vocab import PROBE_TIER, TIERS
+from app.web.api.config import RUN_TIME
 from app.web.common import WebState, state
+from app.web.pages import config_changes
+from app.web.pages.forms import read_form
 from app.web.templating import page
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,8 @@ def _how(name: str, var: str, source: str, env_file: Path, secrets: set[str]) ->
     if f"{name}_file" in Settings.model_fields:
         where += f" (or name a file holding it with {var}_FILE)"
     text = f"{where[0].upper()}{where[1:]}, then restart `tierops serve`."
+    if name in CHANGEABLE:
+        text = f"Change it above, at run time (no restart). Or {where}, then restart `tierops serve`."
     if name in FLAGS:
         text += f" Or pass {FLAGS[name]} on the command line."
     if source == SOURCE_COMMAND_LINE:
@@ -111,9 +116,12 @@ def _baseline() -> tuple[Settings | None, str | None]:
                       "started?): sources below cannot tell command-line values apart.")
 
 
-def settings_rows(st: WebState, env_file: Path) -> tuple[list[dict[str, Any]], str | None]:
+def settings_rows(st: WebState, env_file: Path,
+                  changed: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], str | None]:
+    """Every setting; ``changed``: the ones whose value in force was changed at run time."""
     baseline, problem = _baseline()
-    sources = setting_sources(st.settings, env_file=env_file, baseline=baseline)
+    sources = {**setting_sources(st.base_settings, env_file=env_file, baseline=baseline),
+               **dict.fromkeys(changed, RUN_TIME)}
     secrets = set(secret_fields())
     rows = []
     for name, field in Settings.model_fields.items():
@@ -194,17 +202,40 @@ async def schema_summary(st: WebState) -> dict[str, Any]:
 
 
 async def config_page(request: Request) -> Response:
+    ctx = await config_changes.section(request)
+    return await render(request, ctx, 200, config_changes.NOTICES.get(request.query_params.get("notice", "")))
+
+
+async def change_form(request: Request) -> Response:
+    """POST /config: the run-time form; POST /config/revert: one setting's Revert button."""
+    raw = await read_form(request)
+    what = config_changes.revert if request.url.path.endswith("/revert") else config_changes.change
+    notice, refused = await what(request, raw)
+    if refused is None:
+        return RedirectResponse(f"/config?notice={notice}#runtime", status_code=303)
+    form = config_changes.form_values(raw) if what is config_changes.change else None
+    return await render(request, await config_changes.section(request, form, refused.problems),
+                        _status(refused))
+
+
+def _status(refused: SettingsRefused) -> int:
+    return 409 if refused.restart else 400
+
+
+async def render(request: Request, runtime: dict[str, Any], status: int, notice: str | None = None) -> Response:
     st = state(request)
     env_file = Path(ENV_FILE).absolute()
-    rows, problem = settings_rows(st, env_file)
+    rows, problem = settings_rows(st, env_file, frozenset(r["name"] for r in runtime["rows"] if r["run_time"]))
     checks = await checks_summary(st.settings)
+    extra = {"notice": notice} if notice else {}
     return page(request, "config.html", {
-        "rows": rows, "sources_problem": problem, "env_file": str(env_file), "env_file_exists": env_file.is_file(),
+        **extra, "runtime": runtime, "rows": rows, "sources_problem": problem, "env_file": str(env_file), "env_file_exists": env_file.is_file(),
         "counts": Counter(r["source"] for r in rows), "tiers": tier_rows(st.settings),
         "max_tier": st.settings.max_tier, "dry_run": st.settings.dry_run, "checks": checks,
         "schedule": schedule_summary(st.settings, checks), "schema": await schema_summary(st),
         "mcp": await asyncio.to_thread(mcp_summary, st.settings),
-        "extensions": await asyncio.to_thread(extensions_report, st.settings)})
+        "extensions": await asyncio.to_thread(extensions_report, st.settings)}, status)
 
 
-routes = [Route("/config", config_page, methods=["GET"])]
+routes = [Route("/config", config_page, methods=["GET"]), Route("/config", change_form, methods=["POST"]),
+          Route("/config/revert", change_form, methods=["POST"])]

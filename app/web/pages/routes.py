@@ -6,6 +6,7 @@ import logging
 
 from app.web.pages import (
     approvals,
+    chat,
     config,
     cooldowns,
     docs,
@@ -25,5 +26,5 @@ log = logging.getLogger(__name__)
 routes = [
     *overview.routes, *sessions.routes, *events.routes, *memories.routes, *schemas.routes, *incidents.routes,
     *approvals.routes, *maintenance.routes, *notifications.routes, *config.routes, *cooldowns.routes,
-    *stats.routes, *docs.routes,
+    *stats.routes, *docs.routes, *chat.routes,
 ]

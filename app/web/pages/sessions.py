@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.store import approvals as approval_store
-from app.store import attempts, chains, findings, provenance
+from app.store import attempts, chains, chats, findings, provenance
 from app.store import cooldowns as action_store
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
@@ -30,7 +30,7 @@ from app.store.activity import transcript_page
 from app.store.guard import GuardDecisionRow
 from app.store.sessions import AttentionStateError
 from app.supervisor.remote_stop import StopRefused, refusal, stop_anywhere
-from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, values
+from app.vocab import MAX_TIER, MIN_TIER, SessionStatus, Trigger, values
 from app.web.api.incidents import actor_for
 from app.web.api.results import failure_of
 from app.web.common import ApiError, choice_param, int_param, path_int, state
@@ -116,6 +116,7 @@ async def session_page(request: Request) -> Response:
     stop_note = await refusal(st.supervisor, pk) if running else None
     return page(request, "session.html", page_notice(request, {
         "s": s,
+        "conversation": await chats.conversation_of_session(st.db, pk) if s["trigger"] == Trigger.CHAT else None,
         "verdict": verdict.verdict(s, checks=checks, events=event_rows, incidents=incidents, approvals=approvals,
                                    runs=await provenance.run_totals(st.db, pk),
                                    event_counts=await provenance.event_counts(st.db, pk),

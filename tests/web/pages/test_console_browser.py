@@ -52,11 +52,11 @@ PHONE = {"width": 390, "height": 844}
 NARROWEST = {"width": 360, "height": 740}
 DESKTOP = {"width": 1280, "height": 800}
 TOUCH_PX = 44
-NAV = ["Overview", "Incidents", "Maintenance", "Sessions", "Events", "Memories", "Cooldowns", "Stats", "Schemas", "Config",
+NAV = ["Overview", "Incidents", "Maintenance", "Sessions", "Chat", "Events", "Memories", "Cooldowns", "Stats", "Schemas", "Config",
        "API docs"]
 PAGES = ["overview", "incidents", "incident", "sessions", "session-finished", "session-running", "events",
          "memories", "schemas", "approval", "login", "cooldowns", "stats", "config", "api-docs",
-         "maintenance", "not-found"]
+         "maintenance", "chat", "not-found"]
 
 AXE_VERSION = "4.10.3"
 AXE_INSTALL = f"npm install --prefix ~/.cache/tierops/axe-core-{AXE_VERSION} axe-core@{AXE_VERSION}"
@@ -127,7 +127,8 @@ def _seed(srv: LiveServer) -> Console:
         "session-running": f"/sessions/{running}", "events": "/events", "memories": "/memories",
         "schemas": "/schemas", "approval": f"/approvals/{approval}",
         "login": "/login", "cooldowns": "/cooldowns", "stats": "/stats", "config": "/config",
-        "api-docs": "/api/docs", "maintenance": "/maintenance", "not-found": "/sessions/999999",  # the error page
+        "api-docs": "/api/docs", "maintenance": "/maintenance", "chat": f"/chat?incident={ids['api']}",
+        "not-found": "/sessions/999999",  # the error page
     }
     return Console(srv, pages, running)
 
