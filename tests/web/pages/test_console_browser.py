@@ -302,6 +302,18 @@ def test_page_has_no_serious_accessibility_violations(browser: Browser, console:
     ctx = _context(browser, console, DESKTOP, scheme=scheme, login=key != "login", bypass_csp=True)
     try:
         page = _open(ctx, console, key)
+        if key == "api-docs":
+            # Every operation and schema renders through the same loop of the same template: axe reads
+            # two tag sections of three operations each and three schemas (the whole page took 20 s a
+            # scheme and width, and grows with every route).
+            page.evaluate("""() => {
+                document.querySelectorAll('main section:not(#schemas)').forEach((section, i) => {
+                    if (i >= 2) section.remove();
+                    else section.querySelectorAll('article').forEach((a, j) => { if (j >= 3) a.remove(); });
+                });
+                document.querySelectorAll('#schemas details').forEach((d, i) => { if (i >= 3) d.remove(); });
+            }""")
+            assert page.locator("main article").count() >= 4 and page.locator("#schemas details").count() == 3
         page.emulate_media(color_scheme=scheme)
         assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (scheme == "dark")
         for name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
