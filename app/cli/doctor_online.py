@@ -16,10 +16,10 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from app.cli.doctor_checks import CREDENTIAL_VARS, Check
 from app.config import Settings
+from app.supervisor.upstream_models import shown_url
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def check_online(settings: Settings, environ: Mapping[str, str] | None = None,
         return Check("online", "skip", "no credential in the environment to send (a `claude login` stored in the "
                                        "CLI's HOME is proven by the first tier-1 run: a rejection pauses the model "
                                        "tiers)")
-    where = _shown_url(base)
+    where = shown_url(base)
     names = " and ".join(used)
     if not where.startswith(("http://", "https://")):
         return Check("online", "fail", f"ANTHROPIC_BASE_URL is not an http:// or https:// URL ({where})")
@@ -92,18 +92,6 @@ def check_online(settings: Settings, environ: Mapping[str, str] | None = None,
         return Check("online", "fail", f"cannot reach {where}: {_scrub(str(exc), secrets)}; check ANTHROPIC_BASE_URL")
     return Check("online", "ok", f"{names} accepted by {where}: POST {COUNT_TOKENS_PATH} answered {status} (a token "
                                  "count: no model ran, nothing billed)")
-
-
-def _shown_url(url: str) -> str:
-    """A base URL as a line may show it: no user or password."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-    except ValueError:
-        return "ANTHROPIC_BASE_URL (not a URL)"
-    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme in ("http", "https") else "ANTHROPIC_BASE_URL"
 
 
 def _api_error(exc: urllib.error.HTTPError) -> str:

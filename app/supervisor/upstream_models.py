@@ -40,7 +40,7 @@ from app.supervisor.launch import child_env
 log = logging.getLogger(__name__)
 
 __all__ = ["FAILURE_HOLD", "MAX_PAGES", "ModelCatalog", "ModelItem", "ModelsBody", "ModelsUnavailable", "ModelsView",
-           "fetch_models"]
+           "fetch_models", "shown_url"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MODELS_PATH = "/v1/models"
@@ -102,7 +102,7 @@ class ModelsView:
     body: ModelsBody | ModelsUnavailable
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """A URL as an error may show it: scheme, host, port and path only."""
     try:
         parts = urlsplit(url)
@@ -116,7 +116,7 @@ def _shown(url: str) -> str:
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        raise urllib.error.URLError(f"redirected ({code}) to {_shown(newurl)}; redirects are not followed (the "
+        raise urllib.error.URLError(f"redirected ({code}) to {shown_url(newurl)}; redirects are not followed (the "
                                     "credential would go along): set ANTHROPIC_BASE_URL to the final address")
 
 
@@ -134,7 +134,7 @@ def _request_parts(env: Mapping[str, str]) -> tuple[str, dict[str, str], list[st
         headers["authorization"] = f"Bearer {token}"
     secrets = [v.strip() for k, v in env.items() if k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN") and v.strip()]
     # asked without a user or password in the URL (nor a query): what an error shows is what is asked
-    return _shown(base).rstrip("/"), headers, secrets
+    return shown_url(base).rstrip("/"), headers, secrets
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
@@ -178,7 +178,7 @@ def fetch_models(env: Mapping[str, str], timeout: float, *, page_limit: int = PA
                  max_pages: int = MAX_PAGES) -> Fetched:
     """Every model the Models API at ``env``'s base URL lists, or why not. Blocking: call it in a thread."""
     base, headers, secrets = _request_parts(env)
-    shown = _shown(base + MODELS_PATH)
+    shown = shown_url(base + MODELS_PATH)
     if not shown.startswith(("http://", "https://")):
         return Fetched("ANTHROPIC_BASE_URL", error=UNREACHABLE, status=502,
                        detail="ANTHROPIC_BASE_URL is not an http:// or https:// URL; fix it in TierOps' environment")
@@ -273,7 +273,7 @@ class ModelCatalog:
                                          timeout + 1)
         except TimeoutError:  # the thread's own timeouts apply per socket operation; this bounds the whole
             base, _headers, _secrets = _request_parts(env)
-            got = Fetched(_shown(base + MODELS_PATH), error=TIMEOUT, status=504,
+            got = Fetched(shown_url(base + MODELS_PATH), error=TIMEOUT, status=504,
                           detail=f"no complete answer within {timeout:g} s (TIEROPS_MODELS_TIMEOUT)")
         except Exception as exc:  # a bug: never a traceback to a client, never a credential in a log
             log.error("fetching the models list failed: %s", type(exc).__name__)
