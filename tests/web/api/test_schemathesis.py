@@ -29,7 +29,8 @@ from app.web.app import create_app  # noqa: E402
 from tests.fakes.claude_control import make_fake_claude  # noqa: E402
 
 SEED = 20260923
-MAX_EXAMPLES = 10  # per operation and phase
+MAX_EXAMPLES = 10  # per operation and phase, without a token
+MAX_EXAMPLES_TOKEN = 6  # with one: the same operations, what differs is the authentication
 HOST = {"Host": "127.0.0.1:8080"}
 TOKEN = "schemathesis-token-0123456789"
 # Every check schemathesis has for OpenAPI; all of them must have run (max_response_time only
@@ -48,7 +49,8 @@ def run_schemathesis(tmp_path: Path, token: str | None) -> dict[str, Any]:
                         schedule=False, kill_grace=1)
     app = create_app(settings, token=token)
     config: dict[str, Any] = {"seed": SEED, "headers": HOST,
-                              "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
+                              "generation": {"max-examples": MAX_EXAMPLES_TOKEN if token else MAX_EXAMPLES,
+                                             "database": "none"},
                               # A schema-valid body can still name an output schema that
                               # is not stored, or carry one the preflight refuses (what the pinned
                               # CLI drops cannot be said in OpenAPI): those are documented 422s.

@@ -131,9 +131,9 @@ def test_in_a_browser_enter_saves_and_the_changed_state_is_accessible(browser, l
         assert srv.state.settings.cron == "" and srv.state.settings.interval == 3600
         assert _page_width(page) <= PHONE["width"]
         assert page.evaluate(SMALL_BUTTONS) == []
-        for scheme in ("light", "dark"):
+        for scheme in ("light", "dark"):  # the section this state changes (the whole page: the console test)
             page.emulate_media(color_scheme=scheme)
-            assert _axe(page, script) == [], scheme
+            assert _axe(page, script, "#runtime") == [], scheme
         page.get_by_role("button", name="Revert TIEROPS_TIER1_MODEL to haiku").click()
         page.wait_for_url("**/config?notice=setting_reverted#runtime")
         assert srv.state.settings.tier1_model == "haiku"

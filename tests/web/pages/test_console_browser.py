@@ -279,15 +279,16 @@ def test_page_fits_a_phone(browser: Browser, console: Console, shots: Path | Non
 
 # -- accessibility (axe-core) --------------------------------------------------------------------
 
-def _axe(page: Page, script: Path) -> list[dict]:
+def _axe(page: Page, script: Path, within: str | None = None) -> list[dict]:
+    """axe's serious and critical violations on the page, or only in the element ``within`` selects."""
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(script))
-    result = page.evaluate("""async () => {
-        const r = await axe.run(document, {resultTypes: ["violations"]});
+    result = page.evaluate("""async (within) => {
+        const r = await axe.run(within ? document.querySelector(within) : document, {resultTypes: ["violations"]});
         return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
             nodes: v.nodes.slice(0, 4).map(n => ({target: n.target.join(" "), html: n.html.slice(0, 160),
                                                  why: (n.failureSummary || "").slice(0, 300)}))}));
-    }""")
+    }""", within)
     return [v for v in result if v["impact"] in ("serious", "critical")]
 
 
