@@ -90,7 +90,7 @@ def escape_controls(text: str) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """:data:`TEXT_FORMAT`, masked once more, and one record is one line: a newline in a message (an
+    """:data:`TEXT_FORMAT` with the message masked once more, and one record is one line: a newline in a message (an
     alert's service, a model's reason, a URL path) would otherwise write a line of its own that
     reads like another record. The message, the logger's name and the level are escaped
     (:func:`escape_controls`); a traceback follows on lines of its own, each indented by
@@ -115,7 +115,9 @@ class TextFormatter(logging.Formatter):
             extra.append(self.formatStack(record.stack_info))
         for block in extra:
             text += "".join(f"\n{TRACEBACK_INDENT}{escape_controls(part)}" for part in redacted(block).splitlines())
-        return redacted(text)
+        # Not the whole line again: the message and every block are masked; the rest is the time,
+        # the level and the logger's name, and "app.web.auth: refused …" would read as a credential.
+        return text
 
 
 class JsonFormatter(logging.Formatter):

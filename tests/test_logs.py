@@ -297,3 +297,13 @@ def test_serve_access_log_can_be_turned_off(tmp_path):
     loggers = {e["logger"] for e in entries}
     assert ACCESS_LOGGER not in loggers and "uvicorn.access" not in loggers
     assert any(e["message"] == "Application startup complete." for e in entries)  # the rest still logs
+
+
+def test_a_logger_named_auth_is_not_read_as_a_credential(logging_state):
+    """The text line's prefix is the time, the level and the logger's name: "app.web.auth: refused …"
+    is not "auth: <secret>"; a secret in the message is still masked."""
+    install_log_redaction(Redactor([TOKEN]))
+    record = _record("refused %s %s: %s", "GET", "/v1/models", f"no token {TOKEN}")
+    record.name = "app.web.auth"
+    text = TextFormatter().format(record)
+    assert "app.web.auth: refused GET /v1/models: no token" in text and TOKEN not in text and MASK in text
