@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from app.cli.doctor_checks import CREDENTIAL_VARS, Check
 from app.config import Settings
-from app.supervisor.upstream_models import shown_url
+from app.supervisor.upstream_models import api_error, scrub, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def check_online(settings: Settings, environ: Mapping[str, str] | None = None,
         with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 (http or https, checked above)
             status = resp.status
     except urllib.error.HTTPError as exc:
-        status, detail = exc.code, _scrub(_api_error(exc), secrets)
+        status, detail = exc.code, scrub(api_error(exc), secrets)
         if status in (401, 403):
             return Check("online", "fail", f"{names} rejected by {where}: HTTP {status} {detail}; set valid credentials "
                                            "(TierOps passes them to the CLI) — with these, every language-model run "
@@ -86,30 +86,12 @@ def check_online(settings: Settings, environ: Mapping[str, str] | None = None,
             return Check("online", "fail", f"no answer from {where} within {timeout:g} s; check ANTHROPIC_BASE_URL, "
                                            "the network and any proxy (HTTPS_PROXY)")
         why = getattr(reason, "strerror", None) or str(reason)
-        return Check("online", "fail", f"cannot reach {where}: {_scrub(str(why), secrets)}; check ANTHROPIC_BASE_URL, "
+        return Check("online", "fail", f"cannot reach {where}: {scrub(str(why), secrets)}; check ANTHROPIC_BASE_URL, "
                                        "DNS, the network and any proxy (HTTPS_PROXY)")
     except (OSError, ValueError) as exc:
-        return Check("online", "fail", f"cannot reach {where}: {_scrub(str(exc), secrets)}; check ANTHROPIC_BASE_URL")
+        return Check("online", "fail", f"cannot reach {where}: {scrub(str(exc), secrets)}; check ANTHROPIC_BASE_URL")
     return Check("online", "ok", f"{names} accepted by {where}: POST {COUNT_TOKENS_PATH} answered {status} (a token "
                                  "count: no model ran, nothing billed)")
-
-
-def _api_error(exc: urllib.error.HTTPError) -> str:
-    """The API's error type and message from its JSON body, or the HTTP reason."""
-    try:
-        data = json.loads(exc.read(64 * 1024) or b"{}")
-        error = data.get("error") if isinstance(data, dict) else None
-        if isinstance(error, dict):
-            return f"{error.get('type') or 'error'}: {str(error.get('message') or '')[:200]}"
-    except (OSError, ValueError):
-        pass
-    return str(exc.reason or "")[:200]
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
 
 
 __all__ = ["COUNT_TOKENS_PATH", "DEFAULT_BASE_URL", "check_online"]

@@ -40,7 +40,7 @@ from app.supervisor.launch import child_env
 log = logging.getLogger(__name__)
 
 __all__ = ["FAILURE_HOLD", "MAX_PAGES", "ModelCatalog", "ModelItem", "ModelsBody", "ModelsUnavailable", "ModelsView",
-           "fetch_models", "shown_url"]
+           "api_error", "fetch_models", "scrub", "shown_url"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MODELS_PATH = "/v1/models"
@@ -137,13 +137,14 @@ def _request_parts(env: Mapping[str, str]) -> tuple[str, dict[str, str], list[st
     return shown_url(base).rstrip("/"), headers, secrets
 
 
-def _scrub(text: str, secrets: list[str]) -> str:
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` on one line, each of ``secrets`` replaced, at most 500 characters."""
     for secret in secrets:
         text = text.replace(secret, "***")
     return " ".join(text.split())[:500]
 
 
-def _api_error(exc: urllib.error.HTTPError) -> str:
+def api_error(exc: urllib.error.HTTPError) -> str:
     """The API's ``error.type: error.message`` from its JSON body, or the HTTP reason."""
     try:
         data = json.loads(exc.read(64 * 1024) or b"{}")
@@ -196,7 +197,7 @@ def fetch_models(env: Mapping[str, str], timeout: float, *, page_limit: int = PA
                 body = answer.read(PAGE_MAX_BYTES + 1)
         except urllib.error.HTTPError as exc:
             with exc:  # its body is read here; closed, no socket is left to the collector
-                why = _scrub(_api_error(exc), secrets)
+                why = scrub(api_error(exc), secrets)
             hint = ""
             if exc.code in (401, 403):
                 hint = ("; check ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN in TierOps' environment (the CLI gets the "
@@ -209,7 +210,7 @@ def fetch_models(env: Mapping[str, str], timeout: float, *, page_limit: int = PA
                 return Fetched(shown, error=TIMEOUT, status=504, detail=f"no complete answer from {shown} within "
                                f"{timeout:g} s (TIEROPS_MODELS_TIMEOUT)")
             why = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
-            return Fetched(shown, error=UNREACHABLE, status=502, detail=f"cannot reach {shown}: {_scrub(why, secrets)}")
+            return Fetched(shown, error=UNREACHABLE, status=502, detail=f"cannot reach {shown}: {scrub(why, secrets)}")
         try:
             if len(body) > PAGE_MAX_BYTES:
                 raise ValueError(f"a page is larger than {PAGE_MAX_BYTES // (1024 * 1024)} MiB")
@@ -220,7 +221,7 @@ def fetch_models(env: Mapping[str, str], timeout: float, *, page_limit: int = PA
             items, after = _page(data, shown)
         except ValueError as exc:
             return Fetched(shown, error=BAD_ANSWER, status=502, detail=f"{shown} answered with something that is not "
-                           f"the Models API's list: {_scrub(str(exc), secrets)}")
+                           f"the Models API's list: {scrub(str(exc), secrets)}")
         seen = {m["id"] for m in models}
         models += [m for m in items if m["id"] not in seen]
         if after is None:

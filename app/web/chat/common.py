@@ -72,6 +72,12 @@ async def start(request: Request, ask: ChatAsk) -> ChatTurn:
         raise ChatFailure(exc.status, exc.code, exc.message, exc.retry_after) from None
 
 
+def failure_text(turn: ChatTurn) -> str:
+    """Why a turn has no answer, with where its session shows it."""
+    where = f" (session {turn.session_pk}: /sessions/{turn.session_pk})" if turn.session_pk else ""
+    return f"the agent could not answer: {turn.error}{where}"
+
+
 def read_messages(parse: Any, *args: Any, **kwargs: Any) -> list[ChatMessage]:
     try:
         messages: list[ChatMessage] = parse(*args, **kwargs)

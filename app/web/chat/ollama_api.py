@@ -27,7 +27,7 @@ from starlette.routing import Route
 from app.engine.chat_messages import MODELS, ChatMessage, parse_messages
 from app.engine.chat_stream import TextDelta, ToolCall
 from app.supervisor.chat import ChatTurn
-from app.web.chat.common import ChatFailure, asker, json_object, read_messages, start
+from app.web.chat.common import ChatFailure, asker, failure_text, json_object, read_messages, start
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,6 @@ def _final(turn: ChatTurn, started: float) -> dict[str, Any]:
                         "tier": turn.tier, "cost_usd": turn.cost_usd}}
 
 
-def _failure(turn: ChatTurn) -> str:
-    where = f" (session {turn.session_pk}: /sessions/{turn.session_pk})" if turn.session_pk else ""
-    return f"the agent could not answer: {turn.error}{where}"
-
-
 async def _answer(request: Request, turn: ChatTurn, stream: bool, *, generate: bool) -> Response:
     started = time.monotonic()
 
@@ -89,7 +84,7 @@ async def _answer(request: Request, turn: ChatTurn, stream: bool, *, generate: b
             pass
         await turn.done.wait()
         if turn.error is not None:
-            return JSONResponse({"error": _failure(turn)}, status_code=502)
+            return JSONResponse({"error": failure_text(turn)}, status_code=502)
         body = piece(turn.reader.text, None if generate else turn.reader.tool_calls)
         return JSONResponse({**body, **_final(turn, started)})
 
@@ -101,7 +96,7 @@ async def _answer(request: Request, turn: ChatTurn, stream: bool, *, generate: b
                 yield _line(piece("", [event]))
         await turn.done.wait()
         if turn.error is not None:
-            yield _line({"error": _failure(turn)})
+            yield _line({"error": failure_text(turn)})
             return
         yield _line({**piece(""), **_final(turn, started)})
 

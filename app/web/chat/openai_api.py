@@ -27,7 +27,7 @@ from starlette.routing import Route
 from app.engine.chat_messages import MODELS, parse_messages
 from app.engine.chat_stream import TextDelta, ToolCall
 from app.supervisor.chat import ChatTurn
-from app.web.chat.common import ChatFailure, asker, json_object, read_messages, start
+from app.web.chat.common import ChatFailure, asker, failure_text, json_object, read_messages, start
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ async def completions(request: Request) -> Response:
         pass
     await turn.done.wait()
     if turn.error is not None:
-        return error(502 if turn.status != "interrupted" else 503, "turn_failed", _failure(turn))
+        return error(502 if turn.status != "interrupted" else 503, "turn_failed", failure_text(turn))
     message: dict[str, Any] = {"role": "assistant", "content": turn.reader.text, "refusal": None}
     if turn.reader.tool_calls:
         message["tool_calls"] = [_call(c) for c in turn.reader.tool_calls]
@@ -99,11 +99,6 @@ async def completions(request: Request) -> Response:
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": turn.model,
         "choices": [{"index": 0, "message": message, "finish_reason": turn.reader.finish_reason, "logprobs": None}],
         "usage": _usage(turn), "system_fingerprint": None, "tierops": _tierops(turn)})
-
-
-def _failure(turn: ChatTurn) -> str:
-    where = f" (session {turn.session_pk}: /sessions/{turn.session_pk})" if turn.session_pk else ""
-    return f"the agent could not answer: {turn.error}{where}"
 
 
 async def _chunks(turn: ChatTurn, completion_id: str, include_usage: bool) -> AsyncIterator[bytes]:
@@ -124,7 +119,7 @@ async def _chunks(turn: ChatTurn, completion_id: str, include_usage: bool) -> As
             calls += 1
     await turn.done.wait()
     if turn.error is not None:
-        failure = {"error": {"message": _failure(turn), "type": "server_error", "param": None, "code": "turn_failed"}}
+        failure = {"error": {"message": failure_text(turn), "type": "server_error", "param": None, "code": "turn_failed"}}
         yield b"data: " + json.dumps(failure).encode() + b"\n\n"
         return
     if include_usage:

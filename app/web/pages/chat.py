@@ -51,8 +51,7 @@ async def chat_page(request: Request) -> Response:
         turns = await chats.turns(st.db, conversation["id"])
         incident_id = conversation["incident_id"]
     else:
-        raw = request.query_params.get("incident", "")
-        incident_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 12 else None
+        incident_id = _incident_id(request.query_params.get("incident", ""))
     if incident_id is not None:
         incident = await incident_store.get_incident(st.db, incident_id)
     return page(request, "chat.html", {
@@ -103,7 +102,12 @@ def _ask(request: Request, fields: Any) -> ChatAsk:
     address = request.client.host if request.client else "unknown"
     return ChatAsk(messages=[ChatMessage("user", question)], model=model, client="page",
                    asked_by=f"the dashboard ({address})", operator=True, conversation=conversation,
-                   incident_id=int(incident) if incident.isascii() and incident.isdigit() and len(incident) < 12 else None)
+                   incident_id=_incident_id(incident))
+
+
+def _incident_id(text: str) -> int | None:
+    """An incident id as a form or the query gives it (anything else: none)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 12 else None
 
 
 def _refused(form: bool, status: int, code: str, message: str, retry_after: int | None = None) -> Response:
