@@ -45,6 +45,7 @@ READ_ONLY_TOOLS = (
 )
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 PROBE_MODEL = "tierops-probe"  # the model name tier 0 sessions carry
 # A tier's model name goes on the CLI's command line as one argument (--model NAME): 1..200
 # characters, none of them whitespace (str.isspace) or a control character (category Cc). The
@@ -79,6 +80,10 @@ class Settings(BaseSettings):
     db: Path | None = Field(
         None, description="SQLite database file, when it must live outside the state directory "
         "(default: HOME/tierops.db). Also --db.")
+    database_url: SecretStr | None = Field(
+        None, description="The store: unset or sqlite:///PATH for SQLite (the default, TIEROPS_DB), or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DATABASE for PostgreSQL (pip install 'tierops[postgres]'). Its "
+        "password is never shown or logged.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Application log level: debug, info, warning or error. Also --log-level.")
     log_format: Literal["text", "json"] = Field(
@@ -293,6 +298,23 @@ class Settings(BaseSettings):
     tier3_mcp_tools: str = Field(
         "mcp__*", description="MCP tools tier 3 may call, comma separated patterns (empty: none).")
 
+    # -- several nodes on one store ----------------------------------------------------------------
+    lease_seconds: float = Field(
+        15.0, ge=2, le=600, description="Seconds a node's leadership lasts without renewal (renewed every third of it). "
+        "Of the `tierops serve` processes sharing one database, the leader runs the schedule, approvals, notifications "
+        "and pruning; when it dies another takes over within this, and marks its running sessions interrupted.")
+    node_labels: str = Field(
+        "", description="Labels of this node, comma separated (e.g. dc-1,ssh-to-prod): work pinned with "
+        "TIEROPS_RUNS_ON runs only on a node with every label it names.")
+    max_concurrent: int = Field(
+        1, ge=1, le=64, description="Cycles this node runs at once (alerts, Run Now, approvals, queued runs); beyond it "
+        "alerts queue. Above 1 the scheduled cycle runs beside them. Tiers that may act (2 and 3) never run at once on "
+        "the same service, on any node.")
+    runs_on: str = Field(
+        "", description="Pin work to labelled nodes, comma separated TARGET=LABEL: TARGET is tier1..tier3 or "
+        "service:NAME (e.g. tier3=ssh-to-prod,service:billing-db=dc-2). A tier, or a tier working on that service, "
+        "starts only on a node whose TIEROPS_NODE_LABELS has the label; elsewhere it waits in the run queue.")
+
     # -- chat (Ask TierOps) and the models the upstream offers ---------------------------------
     chat_token: SecretStr | None = Field(
         None, description="A bearer token for chat clients only (Open WebUI, the openai and ollama clients): valid "
@@ -370,10 +392,39 @@ class Settings(BaseSettings):
 
     @property
     def db_path(self) -> Path:
-        """The database file, resolved."""
+        """The SQLite database file, resolved (``sqlite:///PATH`` in TIEROPS_DATABASE_URL names it too)."""
+        url = self.database_url.get_secret_value() if self.database_url else ""
+        if url.startswith("sqlite:///"):
+            return Path("/" + url.removeprefix("sqlite:///").lstrip("/"))
         if self.db is None:  # pragma: no cover - set in model_post_init
             raise ConfigError("settings used before they were resolved")
         return self.db
+
+    @property
+    def database_target(self) -> str | Path:
+        """What the store opens: the PostgreSQL URL, or the SQLite file."""
+        url = self.database_url.get_secret_value() if self.database_url else ""
+        return url if url.startswith(POSTGRES_SCHEMES) else self.db_path
+
+    @field_validator("database_url")
+    @classmethod
+    def _valid_database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        url = value.get_secret_value().strip() if value is not None else ""
+        if not url:
+            return None
+        if url.startswith(POSTGRES_SCHEMES) or (url.startswith("sqlite:///") and len(url) > len("sqlite:///")):
+            return SecretStr(url)
+        shown = url.split("://", 1)[0] + "://…" if "://" in url else "(no scheme)"
+        raise ValueError(f"{shown} is not a database URL TierOps opens: use sqlite:///ABSOLUTE/PATH or "
+                         "postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
+
+    @field_validator("runs_on")
+    @classmethod
+    def _valid_runs_on(cls, value: str) -> str:
+        from app.placement import parse_runs_on
+
+        parse_runs_on(value)  # raises ValueError naming the bad entry
+        return value
 
     @field_validator("tier1_model", "tier2_model", "tier3_model")
     @classmethod

@@ -6,6 +6,8 @@
 #   - the real Claude Code CLI 2.1.197 from the npm registry (scripts/install-claude.sh)
 #   - Debian's chromium for the browser tests (apt)
 #   - axe-core for the accessibility checks (npm, cached in ~/.cache/tierops)
+#   - Debian's PostgreSQL server for the store's tests on PostgreSQL (apt); each test process
+#     starts a throwaway cluster of its own (tests/pg_cluster.py) and removes it at the end
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k ingest`; `-n 0` runs in one process).
 # TIEROPS_TEST_WORKERS sets the number of pytest workers (default: twice the cores, since many
 # tests wait on subprocesses, sockets and browsers rather than compute).
@@ -33,6 +35,15 @@ if ! command -v chromium >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
     else
         sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+fi
+
+# The store's tests run on PostgreSQL too, on a throwaway cluster from Debian's server package.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     fi
 fi
 
@@ -66,6 +77,11 @@ workers="${TIEROPS_TEST_WORKERS:-$(( $(nproc) * 2 ))}"
 set +e
 .venv/bin/python -m pytest -n "$workers" --dist worksteal --durations=15 "$@"
 rc=$?
+if [ "$rc" -eq 0 ] && [ "$#" -eq 0 ]; then
+    # The whole store suite once more, on PostgreSQL (tests/conftest.py: the `db` fixture).
+    TIEROPS_TEST_STORE=postgresql .venv/bin/python -m pytest -n "$workers" --dist worksteal -q tests/store
+    rc=$?
+fi
 set -e
 if [ "$rc" -eq 5 ]; then
     # pytest: "no tests were collected". With a filter that is the operator's choice; for the

@@ -2,7 +2,7 @@
 
 The lifecycle line is ``probe → stream → output → store → engine → notify → supervisor → web → cli``; a module may
 import its own layer and the layers before it, never one after it. Below them all sits the
-foundation (``clock``, ``vocab``, ``errors``, ``paths``, ``tasks``, ``config``, ``config_sources``, ``redact``),
+foundation (``clock``, ``vocab``, ``errors``, ``paths``, ``tasks``, ``config``, ``config_sources``, ``placement``, ``redact``),
 which imports nothing but itself. Outside ``app/store/`` no module may hold a connection, call
 ``execute``/``fetch…``, open a transaction or contain SQL text.
 
@@ -24,7 +24,7 @@ import pytest
 
 APP = Path(__file__).resolve().parents[1] / "app"
 
-FOUNDATION = {"app", "app.clock", "app.vocab", "app.errors", "app.paths", "app.tasks", "app.config", "app.config_sources", "app.redact",
+FOUNDATION = {"app", "app.clock", "app.vocab", "app.errors", "app.paths", "app.tasks", "app.config", "app.config_sources", "app.placement", "app.redact",
               "app.logs", "app.units", "app.children"}
 LINE = ["probe", "stream", "output", "store", "engine", "notify", "supervisor", "web", "cli"]
 RANK = {name: i for i, name in enumerate(LINE)}

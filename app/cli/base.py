@@ -36,7 +36,9 @@ from app.config_sources import unknown_settings
 from app.errors import InputError, TierOpsError
 from app.logs import setup_logging
 from app.redact import Redactor, install_log_redaction
+from app.store.backends import open_database
 from app.store.db import Database, describe_storage_error, is_transient
+from app.store.pg import safe_url
 
 if TYPE_CHECKING:
     from app.output.validate import OutputValidator
@@ -110,6 +112,8 @@ def load_settings(ctx: click.Context | None = None, *, home: str | None = None, 
 
 def require_database(settings: Settings) -> None:
     """A command that only reads refuses to create an empty database: a wrong ``--home`` says so."""
+    if not isinstance(settings.database_target, Path):
+        return  # PostgreSQL: opening it says whether it can be reached
     path = settings.db_path
     if path.is_file():
         return
@@ -127,6 +131,8 @@ def describe_state() -> str:
         settings = get_settings()
     except Exception:  # --help must work whatever the settings say
         return "unknown: the settings are invalid, see `tierops doctor`"
+    if not isinstance(settings.database_target, Path):
+        return f"PostgreSQL {safe_url(settings.database_target)}"
     state = "exists" if settings.db_path.is_file() else "not created yet"
     return f"{settings.db_path}, {state}"
 
@@ -183,7 +189,7 @@ def run_async(fn: Callable[[], Awaitable[Any]], *, stoppable: bool = False) -> A
 
 
 async def open_store(settings: Settings) -> Database:
-    return await Database.open(settings.db_path)
+    return await open_database(settings.database_target)
 
 
 # Stored text (alerts, a model's findings, a sender's links) reaches an operator's terminal only
@@ -235,7 +241,7 @@ def load_validator(path: str | Path) -> OutputValidator:
 # commands the modules register.
 COMMAND_MODULES: dict[str, str] = {
     "approvals": "app.cli.approvals", "backup": "app.cli.ops", "checks": "app.cli.checks",
-    "cooldowns": "app.cli.cooldowns", "doctor": "app.cli.doctor", "events": "app.cli.records", "guard": "app.cli.guard",
+    "cooldowns": "app.cli.cooldowns", "db": "app.cli.db", "doctor": "app.cli.doctor", "events": "app.cli.records", "guard": "app.cli.guard",
     "incidents": "app.cli.incidents", "ingest": "app.cli.ingest", "maintenance": "app.cli.maintenance",
     "memories": "app.cli.records", "notify": "app.cli.notify", "probe": "app.cli.checks",
     "prune": "app.cli.ops", "revalidate": "app.cli.schemas", "run": "app.cli.cycles",

@@ -36,6 +36,7 @@ from app.notify.urls import NOT_INSTALLED, NOTIFY_SETTING_HINT, apprise_availabl
 from app.output.validate import OutputValidator, SchemaLoadError
 from app.probe.inventory import InventoryError, load_inventory
 from app.store.inspect import inspect_database
+from app.store.pg import inspect_postgres
 from app.supervisor.credentials import current_fingerprint, read_pause_readonly
 from app.supervisor.launch import CLINotFound, child_env, resolve_binary
 from app.units import human_bytes, human_interval
@@ -103,6 +104,8 @@ def check_state_dir(settings: Settings) -> Check:
 
 
 def check_database(settings: Settings) -> tuple[Check, str | None]:
+    if not isinstance(settings.database_target, Path):
+        return _check_postgres(settings.database_target), None
     info = inspect_database(settings.db_path)
     if not info.exists:
         return Check("database", "warn", f"{info.path}: none yet (created by the first `tierops serve`, "
@@ -121,6 +124,23 @@ def check_database(settings: Settings) -> tuple[Check, str | None]:
     detail = (f"{info.path}: writable, {migrations}, {human_bytes(info.size_bytes)}, {info.sessions} sessions, "
               f"journal {info.journal_mode}")
     return Check("database", "ok" if not info.pending else "warn", detail), info.newest_timestamp
+
+
+def _check_postgres(url: str) -> Check:
+    info = inspect_postgres(url)
+    if info.error is not None:
+        return Check("database", "fail", f"PostgreSQL {info.url}: {info.error}; check TIEROPS_DATABASE_URL, the "
+                                         "server and the network")
+    if info.unknown:
+        return Check("database", "fail", f"PostgreSQL {info.url}: written by a newer TierOps (migrations "
+                                         f"{', '.join(info.unknown)}); upgrade TierOps")
+    if not info.applied:
+        return Check("database", "warn", f"PostgreSQL {info.url} (server {info.version}): reachable, empty; the "
+                                         "first `tierops serve` or `run` creates the tables")
+    migrations = (f"migrations current ({len(info.applied)})" if not info.pending
+                  else f"{len(info.pending)} migration(s) pending, applied at the next start")
+    return Check("database", "ok" if not info.pending else "warn",
+                 f"PostgreSQL {info.url} (server {info.version}): {migrations}, {info.sessions} sessions")
 
 
 def check_schema(settings: Settings) -> Check:
@@ -242,7 +262,8 @@ def check_model_tiers(settings: Settings, cli_found: bool, credentials_found: bo
         blockers.append(f"no claude CLI ({settings.claude_bin!r})")
     if not credentials_found:
         blockers.append("no credentials")
-    pause = read_pause_readonly(settings.db_path)
+    # the pause as recorded (SQLite read here without writing; on PostgreSQL it is enforced, not shown)
+    pause = read_pause_readonly(settings.db_path) if isinstance(settings.database_target, Path) else None
     if pause is not None and pause.fingerprint == current_fingerprint(settings):
         blockers.append(pause.text())
     elif pause is not None:

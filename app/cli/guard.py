@@ -52,23 +52,27 @@ def _arm(deadline: float) -> None:
 
 @main.group(invoke_without_command=True)
 @click.option("--db", "db_path", metavar="PATH", help="The TierOps database the session is recorded in.")
+@click.option("--db-url-file", "url_file", metavar="FILE", help="A file holding the PostgreSQL URL of that database.")
 @click.option("--session", "session_pk", type=int, help="The session (its TierOps id) whose tool call this is.")
 @click.option("--deadline", type=click.FloatRange(0.1, 120), default=5.0, show_default=True,
               help="Seconds to decide in; past them the call is denied.")
 @click.pass_context
-def guard(ctx: click.Context, db_path: str | None, session_pk: int | None, deadline: float) -> None:
+def guard(ctx: click.Context, db_path: str | None, url_file: str | None, session_pk: int | None,
+          deadline: float) -> None:
     """The PreToolUse hook TierOps hands each session: reads the hook's JSON on stdin and denies
     what the session's policy refuses (exit 0 with a deny, or exit 2 when it cannot decide)."""
     if ctx.invoked_subcommand is not None:
         return
-    if db_path is None or session_pk is None:
-        fail("tierops guard needs --db and --session (the CLI runs it as a hook); to try a command, use "
+    if (db_path is None and url_file is None) or session_pk is None:
+        fail("tierops guard needs --db (or --db-url-file) and --session (the CLI runs it as a hook); to try a command, use "
              "`tierops guard check \"CMD\" --tier N`")
     _arm(deadline)
     logging.disable(logging.WARNING)  # stdout is the CLI's to parse; stay quiet
     try:
         hook = _read_hook()
-        answer = asyncio.run(_judge(Path(db_path), session_pk, hook))
+        target: str | Path = (Path(url_file).read_text(encoding="utf-8").strip() if url_file is not None
+                              else Path(str(db_path)))
+        answer = asyncio.run(_judge(target, session_pk, hook))
     except BaseException as exc:  # fail closed: whatever went wrong, the call does not run
         if isinstance(exc, SystemExit) and exc.code == 0:
             raise
@@ -92,14 +96,14 @@ def _read_hook() -> dict[str, Any]:
     return hook
 
 
-async def _judge(db_path: Path, session_pk: int, hook: dict[str, Any]) -> str | None:
+async def _judge(target: str | Path, session_pk: int, hook: dict[str, Any]) -> str | None:
     """The deny reason, or None to let the CLI's own rules decide."""
     from app.engine.guard import judge
-    from app.store.db import Database
+    from app.store.backends import open_database
 
-    if not db_path.is_file():
-        raise FileNotFoundError(f"no TierOps database at {db_path}")
-    async with await Database.open(db_path, readers=1) as db:
+    if isinstance(target, Path) and not target.is_file():
+        raise FileNotFoundError(f"no TierOps database at {target}")
+    async with await open_database(target, readers=1) as db:
         decision = await judge(db, session_pk, hook)
     return None if decision.allow else f"{decision.reason} [TierOps guard: {decision.rule}]"
 

@@ -16,6 +16,7 @@ wrong ``--home``.
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import click
 from app.cli.base import (
     echo,
     emit_json,
+    fail,
     json_option,
     load_settings,
     main,
@@ -35,6 +37,7 @@ from app.cli.base import (
 from app.engine.retention import PruneReport, describe
 from app.engine.retention import prune as prune_sessions
 from app.store.backup import BackupResult, backup_database
+from app.store.pg import safe_url
 from app.units import human_bytes
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,11 @@ def backup(file: str, home: str | None, db: str | None, force: bool, as_json: bo
     and tierops.db-shm if they exist, start the server (migrations run at start).
     """
     settings = load_settings(home=home, db=db)
+    if not isinstance(settings.database_target, Path):
+        fail("the database is PostgreSQL: back it up with its own tool, a consistent snapshot while the servers "
+             f"write: pg_dump --format=custom --file {shlex.quote(file)} '{safe_url(settings.database_target)}' "
+             "(the password from PGPASSWORD or ~/.pgpass); restore with pg_restore --clean --dbname URL FILE, "
+             "servers stopped")
     require_database(settings)
 
     async def go() -> BackupResult:

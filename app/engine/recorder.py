@@ -161,10 +161,11 @@ class SessionRecorder:
                     tier: int | None = None, model: str | None = None, prompt: str | None = None,
                     cwd: str | None = None, trigger: str = Trigger.INGEST, parent_session_id: int | None = None,
                     stream_sha256: str | None = None, contract: OutputSpec | None = None, dry_run: bool = False,
-                    max_budget_usd: float | None = None) -> SessionRecorder:
+                    max_budget_usd: float | None = None, node_id: str | None = None) -> SessionRecorder:
         pk = await sessions.create_session(db, tier=tier, model=model, prompt=prompt, cwd=cwd, trigger=trigger,
                                            parent_session_id=parent_session_id, stream_sha256=stream_sha256,
-                                           contract=contract, dry_run=dry_run, max_budget_usd=max_budget_usd)
+                                           contract=contract, dry_run=dry_run, max_budget_usd=max_budget_usd,
+                                           node_id=node_id)
         rec = cls(db, validator, pk, options)
         rec.cwd = cwd
         rec.tier = tier

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
@@ -408,7 +408,7 @@ def describe(r: PruneReport) -> list[str]:
 # -- the server's daily prune ------------------------------------------------------------------
 
 async def prune_daily(db: Database, settings: Settings, *, start_delay: float | None = None,
-                      interval: float | None = None) -> None:
+                      interval: float | None = None, leading: Callable[[], bool] | None = None) -> None:
     """Prune :data:`START_DELAY` seconds after the server starts, then every :data:`INTERVAL`.
 
     Never raises (a failed prune is logged and tried again the next day); returns only when
@@ -416,6 +416,9 @@ async def prune_daily(db: Database, settings: Settings, *, start_delay: float | 
     """
     await asyncio.sleep(START_DELAY if start_delay is None else start_delay)
     while True:
+        if leading is not None and not leading():  # several nodes: the leader prunes
+            await asyncio.sleep(60)
+            continue
         try:
             report = await prune(db, settings)
         except Exception as exc:

@@ -118,6 +118,9 @@ class Notifier:
         self._apprise: bool | None = None  # importable? (checked once, when first needed)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # With several nodes on one store only the leader sends what is stored (each node records);
+        # the node wakes the sender when it comes to lead (``wake``).
+        self.may_send: Callable[[], bool] = lambda: True
         self._closing = False
         self._hurry = asyncio.Event()  # set by close() and by a critical message: ends a gathering pause at once
         self._retrying: dict[int, _Message] = {}  # pk → a stored message waiting for its next try
@@ -186,6 +189,10 @@ class Notifier:
                 self._failures.appendleft(parse_stamp(when))
         self._task = spawn(self._run(), "tierops-notifier")
         self._wake.set()  # messages left pending by an earlier run
+
+    def wake(self) -> None:
+        """Look for due messages now (this node just came to lead)."""
+        self._wake.set()
 
     async def close(self) -> None:
         """Let the sender send what is due for at most :data:`CLOSE_DRAIN` s, then stop it. What
@@ -336,7 +343,8 @@ class Notifier:
                 self._hurry.clear()
             try:
                 await self._send_unstored()  # first: they need no storage
-                await self._send_due()
+                if self.may_send():
+                    await self._send_due()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # storage trouble: try again later (backing off), never die

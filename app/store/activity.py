@@ -44,7 +44,7 @@ async def append_lines(db: Database, session_pk: int, lines: list[LineTuple], *,
             await conn.executemany(f"INSERT INTO activity ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", lines)  # noqa: S608
         if identity is not None:
             await conn.execute(
-                """UPDATE sessions SET session_id = ?, cli_model = ?, cli_version = ?, cwd = ifnull(cwd, ?)
+                """UPDATE sessions SET session_id = ?, cli_model = ?, cli_version = ?, cwd = coalesce(cwd, ?)
                    WHERE id = ? AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = ?)""",
                 (identity.session_id, identity.cli_model, identity.cli_version, identity.cwd, session_pk,
                  identity.session_id))

@@ -137,9 +137,9 @@ async def observe_alerts(db: Database, delivery: AlertDelivery, *, flap_count: i
             pk, previous = row["id"], row
         joined = await _list_alerts(conn, db, pk, delivery.alerts, now)
         if delivery.group_resolved:
-            still = ",".join("?" * len(firing))
+            still = f" AND fingerprint NOT IN ({','.join('?' * len(firing))})" if firing else ""  # no empty IN ()
             sql = ("UPDATE incident_alerts SET status = 'resolved', resolved_at = ?, last_seen_at = ?"  # noqa: S608 (placeholders only)
-                   f" WHERE incident_id = ? AND status = 'firing' AND fingerprint NOT IN ({still})")
+                   f" WHERE incident_id = ? AND status = 'firing'{still}")
             await conn.execute(sql, (now, now, pk, *(red(a.fingerprint) for a in firing)))
         links, all_links = await _merged_links(conn, pk)
         detail = delivery.detail

@@ -34,10 +34,15 @@ class AttemptRecord:
 async def save_attempt(db: Database, session_pk: int, rec: AttemptRecord) -> None:
     async with db.write() as conn:
         await conn.execute(
-            """INSERT OR REPLACE INTO output_attempts
+            """INSERT INTO output_attempts
                    (session_pk, attempt, kind, result_subtype, is_error, has_output, output, valid, errors,
                     created_at, origin, run)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (session_pk, attempt) DO UPDATE SET kind = excluded.kind,
+                   result_subtype = excluded.result_subtype, is_error = excluded.is_error,
+                   has_output = excluded.has_output, output = excluded.output, valid = excluded.valid,
+                   errors = excluded.errors, created_at = excluded.created_at, origin = excluded.origin,
+                   run = excluded.run""",
             (session_pk, rec.attempt, rec.kind, rec.result_subtype,
              None if rec.is_error is None else int(rec.is_error), int(rec.has_output),
              dumps(db.redact.deep(rec.output)) if rec.output is not None else None,

@@ -31,15 +31,15 @@ async def chain_links(db: Database, chain_id: int, *, fresh: bool = False) -> li
 
 async def chain_totals(db: Database, chain_id: int) -> ChainTotals:
     row = await db.fetchone(
-        """SELECT count(*) AS sessions, ifnull(sum(cost_usd), 0) AS cost_usd,
-                  ifnull(sum(input_tokens), 0) AS input_tokens, ifnull(sum(output_tokens), 0) AS output_tokens,
-                  ifnull(sum(duration_ms), 0) AS duration_ms FROM sessions WHERE chain_id = ?""", (chain_id,))
+        """SELECT count(*) AS sessions, coalesce(sum(cost_usd), 0) AS cost_usd,
+                  coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,
+                  coalesce(sum(duration_ms), 0) AS duration_ms FROM sessions WHERE chain_id = ?""", (chain_id,))
     return cast(ChainTotals, dict(row) if row else {})
 
 
 async def chain_cost(db: Database, chain_id: int) -> float:
     """Dollars spent by the chain so far (read after this process's own writes)."""
-    value = await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions WHERE chain_id = ?", (chain_id,),
+    value = await db.fetchval("SELECT coalesce(sum(cost_usd), 0) FROM sessions WHERE chain_id = ?", (chain_id,),
                               fresh=True)
     return float(value or 0)
 

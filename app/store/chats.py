@@ -159,11 +159,15 @@ async def conversation_of_session(db: Database, session_pk: int) -> str | None:
     return str(value) if value is not None else None
 
 
-async def interrupt_running(db: Database, reason: str) -> int:
-    """Turns a dead server left ``running`` (its sessions are swept the same way): ``interrupted``."""
+async def interrupt_running(db: Database, reason: str, node_id: str | None = None) -> int:
+    """Turns a dead server left ``running`` (its sessions are swept the same way): ``interrupted``.
+    With ``node_id``, only that node's (and those of no node): other nodes' turns may be alive."""
+    mine = (" AND (session_id IS NULL OR session_id IN (SELECT id FROM sessions WHERE node_id IS NULL"
+            " OR node_id = ?))") if node_id is not None else ""
     async with db.write() as conn:
-        cur = await conn.execute("UPDATE chat_turns SET status = 'interrupted', finished_at = ?,"
-                                 " answer = coalesce(answer, ?) WHERE status = 'running'", (utcnow(), reason))
+        cur = await conn.execute(
+            "UPDATE chat_turns SET status = 'interrupted', finished_at = ?, answer = coalesce(answer, ?)"  # noqa: S608
+            f" WHERE status = 'running'{mine}", (utcnow(), reason, *([node_id] if node_id is not None else [])))
         return cur.rowcount
 
 

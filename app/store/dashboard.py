@@ -42,16 +42,16 @@ async def attention_sessions(db: Database, limit: int = 5) -> list[AttentionRow]
 
 async def session_counts(db: Database) -> list[StatusCount]:
     """Sessions per (status, tier); tier 0 for sessions without one (ingested)."""
-    rows = await db.fetchall("SELECT status, ifnull(tier, 0) AS tier, count(*) AS n FROM sessions GROUP BY status, tier")
+    rows = await db.fetchall("SELECT status, coalesce(tier, 0) AS tier, count(*) AS n FROM sessions GROUP BY status, tier")
     return cast(list[StatusCount], [dict(r) for r in rows])
 
 
 async def total_cost(db: Database) -> float:
-    return float(await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions") or 0)
+    return float(await db.fetchval("SELECT coalesce(sum(cost_usd), 0) FROM sessions") or 0)
 
 
 async def total_lines(db: Database) -> int:
-    return int(await db.fetchval("SELECT ifnull(sum(line_count), 0) FROM sessions") or 0)
+    return int(await db.fetchval("SELECT coalesce(sum(line_count), 0) FROM sessions") or 0)
 
 
 WRITE_PROBE_TIMEOUT = 2.0  # seconds /healthz waits for SQLite's write lock
@@ -64,6 +64,9 @@ async def write_problem(db: Database, timeout: float = WRITE_PROBE_TIMEOUT) -> s
     ``timeout`` shows, and the writer connection (and its lock) is never held up by a health check."""
     if db.path == ":memory:":
         return None
+    if db.dialect == "postgresql":
+        problem: str | None = await db.write_problem(timeout)  # type: ignore[attr-defined]
+        return problem
     try:
         await asyncio.to_thread(_begin_immediate, db.path, timeout)
     except (sqlite3.Error, OSError) as exc:
@@ -148,7 +151,7 @@ def day_start(now: datetime | None = None) -> str:
 
 async def today(db: Database, *, now: datetime | None = None) -> Today:
     since = day_start(now)
-    rows = await db.fetchall("SELECT status, count(*) AS sessions, ifnull(sum(cost_usd), 0) AS cost_usd"
+    rows = await db.fetchall("SELECT status, count(*) AS sessions, coalesce(sum(cost_usd), 0) AS cost_usd"
                              " FROM sessions WHERE started_at >= ? GROUP BY status ORDER BY sessions DESC, status",
                              (since,))
     by_status = cast(list[StatusTotal], [dict(r) for r in rows])
@@ -167,7 +170,7 @@ class IncidentTally(TypedDict):
 
 async def incident_tally(db: Database) -> IncidentTally:
     """How many incidents are unresolved (open or acknowledged) and the worst of them."""
-    row = await db.fetchone("SELECT count(*) AS n, ifnull(sum(status = 'acknowledged'), 0) AS acked FROM incidents"
+    row = await db.fetchone("SELECT count(*) AS n, coalesce(sum(status = 'acknowledged'), 0) AS acked FROM incidents"
                             " WHERE status != 'resolved'")
     worst = await db.fetchall(f"SELECT * FROM incidents WHERE status != 'resolved'"  # noqa: S608 (a constant)
                               f" ORDER BY {_SEVERITY_ORDER} DESC, last_seen_at DESC, id DESC LIMIT 1")
@@ -226,8 +229,8 @@ async def service_grid(db: Database, cycles: int = 20) -> ServiceGrid:
     cycles come from the newest sessions (a chain has at most one session per tier), and their
     sessions from a primary-key range, the results through their ``session_pk`` indexes."""
     recent = await db.fetchall(
-        "SELECT ifnull(chain_id, id) AS cycle, min(started_at) AS started_at FROM"
-        " (SELECT id, chain_id, started_at FROM sessions ORDER BY id DESC LIMIT ?)"
+        "SELECT coalesce(chain_id, id) AS cycle, min(started_at) AS started_at FROM"
+        " (SELECT id, chain_id, started_at FROM sessions ORDER BY id DESC LIMIT ?) newest"
         " GROUP BY cycle ORDER BY cycle DESC LIMIT ?", (cycles * (MAX_TIER + 2), cycles))
     if not recent:
         return {"cycles": [], "services": []}
@@ -235,11 +238,11 @@ async def service_grid(db: Database, cycles: int = 20) -> ServiceGrid:
     position = {c["cycle"]: i for i, c in enumerate(columns)}
     first = columns[0]["cycle"]
     rows = await db.fetchall(
-        "SELECT ifnull(s.chain_id, s.id) AS cycle, s.id AS session_pk, ifnull(p.service, p.check_name) AS service,"
+        "SELECT coalesce(s.chain_id, s.id) AS cycle, s.id AS session_pk, coalesce(p.service, p.check_name) AS service,"
         " p.status, p.detail, p.created_at AS at FROM sessions s JOIN probe_results p ON p.session_pk = s.id"
         " WHERE s.id >= ?"
         " UNION ALL "
-        "SELECT ifnull(s.chain_id, s.id), s.id, c.name, c.status, c.detail, c.created_at"
+        "SELECT coalesce(s.chain_id, s.id), s.id, c.name, c.status, c.detail, c.created_at"
         " FROM sessions s JOIN check_results c ON c.session_pk = s.id"
         " WHERE s.id >= ? AND NOT EXISTS (SELECT 1 FROM probe_results p WHERE p.session_pk = s.id)",
         (first, first))

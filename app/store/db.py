@@ -54,6 +54,12 @@ def is_transient(exc: BaseException) -> bool:
         text = str(exc).lower()
         return name.startswith(_TRANSIENT) or any(
             s in text for s in ("locked", "disk is full", "disk i/o error", "unable to open"))
+    # PostgreSQL (app/store/pg.py): a lost or refused connection, the server shutting down or in
+    # recovery, a lock or statement timeout, a serialization failure: psycopg's OperationalError
+    # (its SQLSTATE classes 08, 53, 57, 40 and 55P03 all raise one).
+    if type(exc).__module__.startswith("psycopg") and any(
+            cls.__name__ == "OperationalError" for cls in type(exc).__mro__):
+        return True
     return isinstance(exc, OSError)
 
 
@@ -83,6 +89,8 @@ class Database:
     the recorder before they are parsed (the parsed values must not hold secrets either). The
     default knows the environment's secret-named variables and the common key shapes; the server
     and the CLI replace it with one that also knows the dashboard token."""
+
+    dialect = "sqlite"  # app/store/pg.py: "postgresql"
 
     def __init__(self, path: str | Path, readers: int = READERS, redact: Redactor | None = None,
                  busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

@@ -189,7 +189,7 @@ async def events_after(db: Database, after: int, limit: int) -> list[EventRow]:
 
 
 async def last_event_id(db: Database) -> int:
-    return int(await db.fetchval("SELECT ifnull(max(id), 0) FROM events"))
+    return int(await db.fetchval("SELECT coalesce(max(id), 0) FROM events"))
 
 
 async def recent_alerts(db: Database, limit: int = 20) -> list[EventRow]:
@@ -198,8 +198,8 @@ async def recent_alerts(db: Database, limit: int = 20) -> list[EventRow]:
     # at 20k events (bench/pages.py), this takes under 1 ms.
     return _evidence_decoded(decode_all(await db.fetchall(
         f"SELECT {EVENT_COLUMNS} FROM ("  # noqa: S608
-        " SELECT * FROM (SELECT * FROM events WHERE level = 'critical' ORDER BY id DESC LIMIT ?)"
-        " UNION ALL SELECT * FROM (SELECT * FROM events WHERE level = 'warning' ORDER BY id DESC LIMIT ?)) e"
+        " SELECT * FROM (SELECT * FROM events WHERE level = 'critical' ORDER BY id DESC LIMIT ?) c"
+        " UNION ALL SELECT * FROM (SELECT * FROM events WHERE level = 'warning' ORDER BY id DESC LIMIT ?) w) e"
         " LEFT JOIN sessions s ON s.id = e.session_pk ORDER BY e.id DESC LIMIT ?", (limit, limit, limit)), EventRow))
 
 
@@ -235,7 +235,7 @@ async def problem_evidence(db: Database, session_pk: int) -> dict[str, int]:
     rows = await db.fetchall(
         "SELECT evidence_status, count(*) FROM (SELECT evidence_status FROM events WHERE session_pk = ?"
         " AND level IN ('warning', 'critical') UNION ALL SELECT evidence_status FROM check_results"
-        " WHERE session_pk = ? AND status != 'healthy') WHERE evidence_status IS NOT NULL GROUP BY evidence_status",
+        " WHERE session_pk = ? AND status != 'healthy') f WHERE evidence_status IS NOT NULL GROUP BY evidence_status",
         (session_pk, session_pk), fresh=True)
     return {str(r[0]): int(r[1]) for r in rows}
 

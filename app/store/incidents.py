@@ -172,7 +172,7 @@ async def _open(conn: aiosqlite.Connection, session_pk: int | None, chain_id: in
                 now: str, flap_count: int, flap_window_s: float) -> Change:
     since = shift(now, -flap_window_s)
     async with conn.execute(
-            "SELECT COUNT(*), COALESCE(MAX(flapping AND escalations > 0), 0)"
+            "SELECT COUNT(*), COALESCE(MAX(flapping <> 0 AND escalations > 0), 0)"
             " FROM incidents WHERE key = ? AND opened_at >= ?", (f.key, since)) as cur:
         recent, flap_escalated = await cur.fetchone()  # type: ignore[misc]
     async with conn.execute(
@@ -396,7 +396,7 @@ async def timeline(db: Database, pk: int, *, limit: int = 500, fresh: bool = Fal
         "SELECT * FROM (SELECT t.id, t.at, t.kind, t.session_pk, s.tier, t.actor, t.detail, p.check_name,"
         " p.status AS check_status, p.latency_ms FROM incident_timeline t"
         " LEFT JOIN sessions s ON s.id = t.session_pk LEFT JOIN probe_results p ON p.id = t.probe_result_id"
-        " WHERE t.incident_id = ? ORDER BY t.id DESC LIMIT ?) ORDER BY id", (pk, limit), fresh=fresh)
+        " WHERE t.incident_id = ? ORDER BY t.id DESC LIMIT ?) latest ORDER BY id", (pk, limit), fresh=fresh)
     return decode_all(rows, TimelineRow)
 
 

@@ -71,7 +71,7 @@ def _inspect(conn: sqlite3.Connection, path: Path, size: int, mode: str) -> Data
     if "0001_engine" in applied:
         sessions = int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
         newest = conn.execute(
-            "SELECT max(max(started_at), ifnull(max(ended_at), '')) FROM sessions").fetchone()[0] or None
+            "SELECT max(max(started_at), coalesce(max(ended_at), '')) FROM sessions").fetchone()[0] or None
     writable, write_error = False, None
     if mode == "rw":
         try:

@@ -253,7 +253,7 @@ _STATES: dict[str, tuple[str, int, str]] = {  # (condition, how many times it ta
     "active": ("cancelled_at IS NULL AND starts_at <= ? AND ends_at > ?", 2, "ends_at, id"),
     "upcoming": ("cancelled_at IS NULL AND starts_at > ?", 1, "starts_at, id"),
     "recent": ("cancelled_at IS NOT NULL OR ends_at <= ?", 1, "min(coalesce(cancelled_at, ends_at), ends_at) DESC, id DESC"),
-    "all": ("1", 0, "id DESC"),
+    "all": ("1 = 1", 0, "id DESC"),
 }
 
 

@@ -152,13 +152,13 @@ async def teach(conn: aiosqlite.Connection, session_pk: int, memories: Sequence[
             """INSERT INTO memories (service, category, value, confidence, created_at, updated_at, last_seen_at,
                                      created_by_session, reinforced_by_session)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)
-               ON CONFLICT (ifnull(service, ''), category, value) DO UPDATE SET
-                   confidence = min(1.0, confidence + (1.0 - confidence) * ?),
-                   times_seen = times_seen + 1,
+               ON CONFLICT (coalesce(service, ''), category, value) DO UPDATE SET
+                   confidence = min(1.0, memories.confidence + (1.0 - memories.confidence) * ?),
+                   times_seen = memories.times_seen + 1,
                    updated_at = excluded.updated_at,
-                   last_seen_at = max(ifnull(last_seen_at, ''), excluded.last_seen_at),
+                   last_seen_at = max(coalesce(memories.last_seen_at, ''), excluded.last_seen_at),
                    stale = 0,
-                   active = CASE WHEN replaced_by IS NULL THEN active ELSE 1 END,
+                   active = CASE WHEN memories.replaced_by IS NULL THEN memories.active ELSE 1 END,
                    replaced_by = NULL,
                    reinforced_by_session = excluded.created_by_session
                RETURNING id, active""",
@@ -176,7 +176,7 @@ async def teach(conn: aiosqlite.Connection, session_pk: int, memories: Sequence[
         marks = ", ".join("?" * len(same_session))
         await conn.execute(
             "UPDATE memories SET active = 0, replaced_by = ?, updated_at = ?"  # noqa: S608 (placeholders only)
-            f" WHERE ifnull(service, '') = ? AND category = ? AND active = 1 AND id NOT IN ({marks})",
+            f" WHERE coalesce(service, '') = ? AND category = ? AND active = 1 AND id NOT IN ({marks})",
             (pk, now, key[0], category, *same_session))
 
 
@@ -197,7 +197,7 @@ async def sweep_stale(db: Database, lifecycle: MemoryLifecycle, *, now: str | No
         for pk, confidence, seen in due:
             cur = await conn.execute(
                 "UPDATE memories SET stale = 1 WHERE id = ? AND active = 1 AND stale = 0 AND confidence = ?"
-                " AND ifnull(last_seen_at, updated_at) IS ?", (pk, confidence, seen))
+                " AND coalesce(last_seen_at, updated_at) IS ?", (pk, confidence, seen))
             if cur.rowcount == 1:
                 marked.append(pk)
     return marked

@@ -36,6 +36,7 @@ class RunningSession:
     cli_pid: int | None
     cli_pgid: int | None
     cli_start_time: float | None
+    node_id: str | None = None  # the node that runs it (None: a process without one, as `tierops run`)
 
 
 async def record_process(db: Database, pk: int, pid: int, pgid: int, start_time: float | None) -> None:
@@ -50,7 +51,7 @@ async def running_sessions_with_process(db: Database) -> list[RunningSession]:
     """Every supervised session still ``running`` (not ingests: a file has no process), oldest first,
     read after this process's own writes."""
     rows = await db.fetchall(
-        "SELECT id, cwd, cli_pid, cli_pgid, cli_start_time FROM sessions WHERE status = ? AND trigger != ?"
+        "SELECT id, cwd, cli_pid, cli_pgid, cli_start_time, node_id FROM sessions WHERE status = ? AND trigger != ?"
         " ORDER BY id", (SessionStatus.RUNNING, Trigger.INGEST), fresh=True)
     return [RunningSession(**dict(r)) for r in rows]
 
@@ -100,14 +101,15 @@ class SessionProcess:
     cli_start_time: float | None
     stop_requested_at: str | None
     stop_requested_by: str | None
+    node_id: str | None = None  # the node that runs it
 
 
 async def session_process(db: Database, pk: int) -> SessionProcess | None:
     """The session's status and recorded CLI (None: no such session), read after this process's
     own writes."""
     row = await db.fetchone(
-        "SELECT id, status, trigger, cwd, cli_pid, cli_pgid, cli_start_time, stop_requested_at, stop_requested_by"
-        " FROM sessions WHERE id = ?", (pk,), fresh=True)
+        "SELECT id, status, trigger, cwd, cli_pid, cli_pgid, cli_start_time, stop_requested_at, stop_requested_by,"
+        " node_id FROM sessions WHERE id = ?", (pk,), fresh=True)
     return SessionProcess(**dict(row)) if row is not None else None
 
 
@@ -116,9 +118,19 @@ async def request_stop(db: Database, pk: int, by: str) -> bool:
     ``running``; True when it was. The first request's time is kept; ``by`` names the latest."""
     async with db.write() as conn:
         cur = await conn.execute(
-            "UPDATE sessions SET stop_requested_at = ifnull(stop_requested_at, ?), stop_requested_by = ?"
+            "UPDATE sessions SET stop_requested_at = coalesce(stop_requested_at, ?), stop_requested_by = ?"
             " WHERE id = ? AND status = ?", (utcnow(), db.redact(by), pk, SessionStatus.RUNNING))
         return cur.rowcount > 0
+
+
+async def stop_requests(db: Database, pks: list[int]) -> list[int]:
+    """Which of the running sessions ``pks`` somebody asked to stop (another node's Stop button)."""
+    if not pks:
+        return []
+    marks = ", ".join("?" * len(pks))
+    rows = await db.fetchall(f"SELECT id FROM sessions WHERE id IN ({marks}) AND status = ?"  # noqa: S608 (placeholders)
+                             " AND stop_requested_at IS NOT NULL", (*pks, SessionStatus.RUNNING), fresh=True)
+    return [int(r[0]) for r in rows]
 
 
 async def stop_requested_by(db: Database, pk: int) -> str | None:

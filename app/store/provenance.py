@@ -12,6 +12,7 @@ parses them the way the recorder did. No migration: old sessions get badges too.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TypedDict, cast
 
@@ -33,18 +34,19 @@ class RunTotals(TypedDict):
 async def run_totals(db: Database, session_pk: int) -> RunTotals:
     """What the session's runs cost so far: every ``result`` line's ``total_cost_usd`` added up,
     so a running session's earlier attempts count before the session's row is final."""
-    row = await db.fetchone(
-        "SELECT ifnull(max(attempt), 0) AS runs,"
-        " (SELECT count(*) FROM activity WHERE session_pk = ? AND type = 'result') AS results,"
-        " (SELECT sum(c) FROM (SELECT CASE WHEN json_valid(raw) AND typeof(json_extract(raw, '$.total_cost_usd'))"
-        "   IN ('integer', 'real') THEN json_extract(raw, '$.total_cost_usd') END AS c"
-        "   FROM activity WHERE session_pk = ? AND type = 'result')) AS cost_usd"
-        " FROM activity WHERE session_pk = ?", (session_pk, session_pk, session_pk))
-    if row is None:
-        return {"runs": 0, "results": 0, "cost_usd": None}
-    cost = row["cost_usd"]
-    return {"runs": int(row["runs"]), "results": int(row["results"]),
-            "cost_usd": float(cost) if cost is not None else None}
+    runs = await db.fetchval("SELECT coalesce(max(attempt), 0) FROM activity WHERE session_pk = ?", (session_pk,))
+    # A few result lines per session: read here, not with a JSON function of one database's SQL.
+    results = await db.fetchall("SELECT raw FROM activity WHERE session_pk = ? AND type = 'result'", (session_pk,))
+    costs = [cost for r in results if isinstance(cost := _cost(r["raw"]), int | float) and not isinstance(cost, bool)]
+    return {"runs": int(runs or 0), "results": len(results), "cost_usd": float(sum(costs)) if costs else None}
+
+
+def _cost(raw: str | None) -> object:
+    try:
+        line = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return line.get("total_cost_usd") if isinstance(line, dict) else None
 
 
 async def output_line(db: Database, session_pk: int, run: int | None) -> int | None:

@@ -239,7 +239,10 @@ def _size(path: str) -> int:
 
 
 async def space_info(db: Database) -> SpaceInfo:
-    """Pages and free pages as this process's last write left them."""
+    """Pages and free pages as this process's last write left them (PostgreSQL: its own
+    autovacuum keeps the space; nothing is reported)."""
+    if db.dialect == "postgresql":
+        return SpaceInfo(auto_vacuum="postgresql", page_size=0, page_count=0, free_pages=0, file_bytes=0, wal_bytes=0)
     async with db.read_fresh() as conn:
         values = []
         for pragma in ("auto_vacuum", "page_size", "page_count", "freelist_count"):
@@ -258,8 +261,11 @@ async def incremental_vacuum(db: Database, pages: int) -> int:
     Runs on the writer behind the write lock but outside :meth:`Database.write`: the pragma frees
     one page per step of its statement, and only ``executescript`` steps it to the end (the
     ``execute`` of Python's sqlite3 stops after one page); ``executescript`` would also commit an
-    open ``BEGIN``, so the pragma runs as its own (autocommit) transaction.
+    open ``BEGIN``, so the pragma runs as its own (autocommit) transaction. PostgreSQL: 0 (its
+    autovacuum reuses the space).
     """
+    if db.dialect == "postgresql":
+        return 0
     async with db.read_fresh() as conn:
         before = await _freelist(conn)
         await conn.executescript(f"PRAGMA incremental_vacuum({int(pages)})")
@@ -275,7 +281,9 @@ async def _freelist(conn: aiosqlite.Connection) -> int:
 
 async def checkpoint(db: Database) -> None:
     """A passive WAL checkpoint (never waits for readers or writers): lets the file shrink to
-    what incremental vacuum left, once no reader still needs the older pages."""
+    what incremental vacuum left, once no reader still needs the older pages. (None on PostgreSQL.)"""
+    if db.dialect == "postgresql":
+        return
     async with db.read_fresh() as conn, conn.execute("PRAGMA wal_checkpoint(PASSIVE)") as cur:
         await cur.fetchall()
 
@@ -287,6 +295,9 @@ async def full_vacuum(db: Database) -> None:
     the database: for ``tierops prune --vacuum`` with the server stopped.
     """
     async with db.read_fresh() as conn:  # VACUUM cannot run inside a transaction
+        if db.dialect == "postgresql":
+            await conn.execute("VACUUM")
+            return
         await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         await conn.execute("VACUUM")
         async with conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:

@@ -110,7 +110,7 @@ async def create_session(db: Database, *, tier: int | None = None, model: str | 
                          prompt: str | None = None, cwd: str | None = None, trigger: str = Trigger.INGEST,
                          parent_session_id: int | None = None, stream_sha256: str | None = None,
                          contract: OutputSpec | None = None, dry_run: bool = False,
-                         max_budget_usd: float | None = None) -> int:
+                         max_budget_usd: float | None = None, node_id: str | None = None) -> int:
     """A new ``running`` session row; returns its id. ``contract``: the output contract it runs
     with: where the schema came from, the canonical schema itself (kept even if its
     registry name is deleted later) and its hash; written in the same INSERT. ``dry_run`` and
@@ -119,10 +119,10 @@ async def create_session(db: Database, *, tier: int | None = None, model: str | 
         cur = await conn.execute(
             """INSERT INTO sessions (tier, model, prompt, cwd, trigger, status, started_at,
                                      parent_session_id, stream_sha256, schema_source, schema_name, schema_sha256,
-                                     output_schema, output_mode, dry_run, max_budget_usd)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                     output_schema, output_mode, dry_run, max_budget_usd, node_id)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (tier, model, db.redact(prompt) if prompt else prompt, cwd, str(trigger), SessionStatus.RUNNING, utcnow(), parent_session_id,
-             stream_sha256, *(_contract_values(contract)), int(dry_run), max_budget_usd),
+             stream_sha256, *(_contract_values(contract)), int(dry_run), max_budget_usd, node_id),
         )
         return cast(int, cur.lastrowid)
 
@@ -150,7 +150,7 @@ async def finish_session(db: Database, pk: int, summary: SessionSummary, routed:
     """Route the findings and write the summary, in one transaction: a session is never half-final."""
     values = _summary_values(summary, db.redact)
     sets = ", ".join(
-        f"{k} = ifnull(?, {k})" if k in _KEEP_IF_NULL else f"{k} = ifnull({k}, ?)" if k in _FILL_IF_NULL
+        f"{k} = coalesce(?, {k})" if k in _KEEP_IF_NULL else f"{k} = coalesce({k}, ?)" if k in _FILL_IF_NULL
         else f"{k} = ?" for k in values)
     async with db.write() as conn:
         await write_routed(conn, pk, redact_routed(routed, db.redact), summary.ended_at, initial_confidence,
@@ -205,7 +205,7 @@ async def acknowledge_attention(db: Database, pk: int, actor: str) -> AttentionA
     :class:`AttentionStateError` (it does not need attention)."""
     async with db.write() as conn:
         cur = await conn.execute(
-            "UPDATE sessions SET attention_acked_at = ifnull(attention_acked_at, ?),"
+            "UPDATE sessions SET attention_acked_at = coalesce(attention_acked_at, ?),"
             " attention_acked_by = CASE WHEN attention_acked_at IS NULL THEN ? ELSE attention_acked_by END"
             " WHERE id = ? AND attention IS NOT NULL"
             " RETURNING id, attention, attention_acked_at, attention_acked_by", (utcnow(), db.redact(actor), pk))
@@ -248,9 +248,16 @@ async def model_cost_today(db: Database, *, now: datetime | None = None, fresh: 
     ``now``'s day: what ``TIEROPS_DAILY_BUDGET_USD`` is checked against. A session
     still running counts once it is finished (its cost is written then)."""
     day = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT00:00:00.000Z")  # utcnow()'s format
-    value = await db.fetchval("SELECT ifnull(sum(cost_usd), 0) FROM sessions WHERE tier >= ? AND started_at >= ?",
+    value = await db.fetchval("SELECT coalesce(sum(cost_usd), 0) FROM sessions WHERE tier >= ? AND started_at >= ?",
                               (FIRST_MODEL_TIER, day), fresh=fresh)
     return float(value or 0)
+
+
+async def last_scheduled_start(db: Database) -> str | None:
+    """When the newest scheduled cycle began (its first session's start), whichever node ran it."""
+    value = await db.fetchval("SELECT max(started_at) FROM sessions WHERE trigger = 'schedule' AND parent_session_id"
+                              " IS NULL", fresh=True)
+    return str(value) if value is not None else None
 
 
 async def session_status(db: Database, pk: int) -> str | None:

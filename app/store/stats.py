@@ -107,7 +107,7 @@ async def daily(db: Database, days: int, *, now: datetime | None = None) -> list
     needing attention and cost, in total and per tier."""
     names = _day_names(days, now)
     rows = await db.fetchall(
-        "SELECT substr(started_at, 1, 10) AS day, tier, status, count(*) AS n, ifnull(sum(cost_usd), 0) AS cost,"
+        "SELECT substr(started_at, 1, 10) AS day, tier, status, count(*) AS n, coalesce(sum(cost_usd), 0) AS cost,"
         " sum(escalated_to IS NOT NULL) AS escalations, sum(attention IS NOT NULL) AS attention"
         " FROM sessions WHERE started_at >= ? GROUP BY day, tier, status", (names[0],))
     out: dict[str, StatsDay] = {name: _empty_day(name) for name in names}
@@ -151,7 +151,7 @@ def _tier(day: StatsDay, tier: int | None) -> TierCost:
 
 
 async def all_time(db: Database) -> AllTime:
-    row = await db.fetchone("SELECT count(*) AS sessions, ifnull(sum(cost_usd), 0) AS cost_usd FROM sessions")
+    row = await db.fetchone("SELECT count(*) AS sessions, coalesce(sum(cost_usd), 0) AS cost_usd FROM sessions")
     return {"sessions": int(row["sessions"]) if row else 0,
             "cost_usd": round(float(row["cost_usd"]), 6) if row else 0.0}
 
@@ -163,7 +163,7 @@ async def chain_sums(db: Database, chain_ids: Iterable[int]) -> dict[int, ChainS
         return {}
     marks = ", ".join("?" * len(ids))
     rows = await db.fetchall(
-        f"SELECT chain_id, count(*) AS sessions, ifnull(sum(cost_usd), 0) AS cost_usd FROM sessions"  # noqa: S608 (placeholders only)
+        f"SELECT chain_id, count(*) AS sessions, coalesce(sum(cost_usd), 0) AS cost_usd FROM sessions"  # noqa: S608 (placeholders only)
         f" WHERE chain_id IN ({marks}) GROUP BY chain_id", ids)
     return {int(r["chain_id"]): {"sessions": int(r["sessions"]), "cost_usd": round(float(r["cost_usd"]), 6)}
             for r in rows}
@@ -174,13 +174,13 @@ async def chain_rollup(db: Database, days: int, *, limit: int = 100, offset: int
     """The chains whose first session started in the window, newest first. A chain that began
     before the window is left out whole (not cut): its root is the smallest id of its group."""
     rows = await db.fetchall(
-        "SELECT ifnull(chain_id, id) AS chain_root_id, count(*) AS sessions, max(tier) AS max_tier,"
+        "SELECT coalesce(chain_id, id) AS chain_root_id, count(*) AS sessions, max(tier) AS max_tier,"
         " sum(status = 'running') AS running, sum(status = 'failed') AS failed,"
-        " sum(attention IS NOT NULL) AS attention, ifnull(sum(cost_usd), 0) AS cost_usd,"
-        " ifnull(sum(input_tokens), 0) AS input_tokens, ifnull(sum(output_tokens), 0) AS output_tokens,"
-        " ifnull(sum(duration_ms), 0) AS duration_ms, min(started_at) AS started_at,"
+        " sum(attention IS NOT NULL) AS attention, coalesce(sum(cost_usd), 0) AS cost_usd,"
+        " coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,"
+        " coalesce(sum(duration_ms), 0) AS duration_ms, min(started_at) AS started_at,"
         " CASE WHEN sum(status = 'running') > 0 THEN NULL ELSE max(ended_at) END AS ended_at"
-        " FROM sessions WHERE started_at >= ? GROUP BY chain_root_id HAVING min(id) = chain_root_id"
+        " FROM sessions WHERE started_at >= ? GROUP BY chain_root_id HAVING min(id) = coalesce(chain_id, id)"
         " ORDER BY chain_root_id DESC LIMIT ? OFFSET ?", (since_day(days, now), limit, offset))
     out = [dict(r) for r in rows]
     for r in out:
@@ -192,8 +192,8 @@ async def evidence_counts(db: Database, since: str | None = None) -> list[Eviden
     """Verified, unsupported and uncited findings per tier and model, of the sessions started on or
     after the day ``since`` (all when None), tier then model order."""
     rows = await db.fetchall(
-        "SELECT tier, ifnull(model, ifnull(cli_model, '')) AS model, sum(ifnull(findings_verified, 0)) AS verified,"
-        " sum(ifnull(findings_unsupported, 0)) AS unsupported, sum(ifnull(findings_uncited, 0)) AS uncited"
+        "SELECT tier, coalesce(model, coalesce(cli_model, '')) AS model, sum(coalesce(findings_verified, 0)) AS verified,"
+        " sum(coalesce(findings_unsupported, 0)) AS unsupported, sum(coalesce(findings_uncited, 0)) AS uncited"
         " FROM sessions WHERE started_at >= ? AND findings_verified IS NOT NULL"
         " GROUP BY tier, 2 ORDER BY tier, 2", (since or "",))
     return [{"tier": r["tier"], "model": str(r["model"]), "verified": int(r["verified"]),

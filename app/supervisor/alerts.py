@@ -31,20 +31,23 @@ from app.errors import CycleBusy
 from app.logs import oneline
 from app.notify import messages as notices
 from app.notify.messages import IncidentNews
+from app.placement import labels_of, parse_runs_on
 from app.store import alert_incidents, run_queue
 from app.store import incidents as incident_store
+from app.store import sessions as session_store
 from app.store.alert_incidents import AlertDelivery, AlertEntry
 from app.store.incidents import Change
 from app.supervisor import news
 from app.supervisor.credentials import model_tiers_paused
-from app.supervisor.cycle_start import CycleStarter
+from app.supervisor.cycle_start import CycleStart, CycleStarter
 from app.supervisor.launch import CLINotFound, resolve_binary
+from app.supervisor.node import current as current_node
 from app.vocab import FIRST_MODEL_TIER, IncidentStatus, Trigger
 
 log = logging.getLogger(__name__)
 
 ALERT_TIER = FIRST_MODEL_TIER
-QUEUE_POLL_S = 5.0  # seconds between the queue worker's looks when nothing wakes it
+QUEUE_POLL_S = 2.0  # seconds between the queue worker's looks when nothing wakes it (another node's runs)
 LEFT_BY_A_KILLED_SERVER = "the server stopped after claiming this run and before its cycle started"
 
 
@@ -174,7 +177,11 @@ async def _investigate(supervisor: CycleStarter, batch: AlertBatch, change: Chan
     if (paused := await model_tiers_paused(supervisor.db, settings)) is not None:
         return await _needs_human(supervisor, incident["id"], paused)
     prompt = alert_section(batch.alerts, incident["id"], key=incident["key"])
-    if await run_queue.queued_count(supervisor.db) == 0:  # runs waiting go first
+    needs = parse_runs_on(settings.runs_on).needs(ALERT_TIER, [incident["service"]])
+    labels = labels_of(settings.node_labels)
+    here = needs <= labels  # else it waits for a node with the labels
+    # Runs waiting that this node may run go first.
+    if here and supervisor.has_capacity and await run_queue.queued_count(supervisor.db, labels) == 0:
         try:
             started = await supervisor.start_cycle(tier=ALERT_TIER, prompt=prompt, trigger=Trigger.ALERT,
                                                    incidents=[incident["id"]])
@@ -190,12 +197,13 @@ async def _investigate(supervisor: CycleStarter, batch: AlertBatch, change: Chan
             return RunOutcome(session_pk=started.session_pk)
     full = (f"the run queue is full (TIEROPS_ALERT_QUEUE_MAX={settings.alert_queue_max} runs wait for a free "
             "cycle, none of them for this service)")
+    why_queued = "a cycle is running" if here else f"it needs a node labelled {', '.join(sorted(needs))}"
     key, service = incident["key"], incident["service"]
     queued = await run_queue.enqueue_investigation(
         supervisor.db, source=Trigger.ALERT, tier=ALERT_TIER, incident_id=incident["id"], service=service,
         prompt=prompt, addition=joined_section(batch.alerts, incident["id"], key=key, service=service),
         short=joined_line(batch.alerts, incident["id"], key=key, service=service), limit=settings.alert_queue_max,
-        full_reason=attention_text(full))
+        full_reason=attention_text(full), needs=",".join(sorted(needs)))
     if queued.row is None:
         log.warning("incident %d not investigated: %s", incident["id"], full, extra={"incident": incident["id"]})
         return RunOutcome(why_not=full, needs_human=True)
@@ -204,8 +212,8 @@ async def _investigate(supervisor: CycleStarter, batch: AlertBatch, change: Chan
         log.info("incident %d joined queued run #%d (same service %s)", incident["id"], row["id"],
                  incident["service"], extra={"incident": incident["id"]})
     else:
-        log.info("incident %d: tier %d queued as run #%d (a cycle is running)", incident["id"], ALERT_TIER,
-                 row["id"], extra={"incident": incident["id"]})
+        log.info("incident %d: tier %d queued as run #%d (%s)", incident["id"], ALERT_TIER, row["id"], why_queued,
+                 extra={"incident": incident["id"]})
     supervisor.queue_wake.set()
     return RunOutcome(queued_id=row["id"], coalesced=queued.kind == "coalesced")
 
@@ -222,56 +230,86 @@ def attention_text(why: str) -> str:
 
 
 async def run_next_queued(supervisor: CycleStarter) -> int:
-    """Start the oldest queued run when no cycle is running: 1 if one started, else 0. A run that
-    cannot start (tier above TIEROPS_MAX_TIER, the cycle failing before its session) or is no
-    longer needed (its incident resolved meanwhile) is marked failed and the next one is tried."""
-    db, settings = supervisor.db, supervisor.settings
-    while not supervisor.busy:
-        row = await run_queue.claim_next(db)
+    """Start the oldest queued run this node may run (``TIEROPS_RUNS_ON``) while it has a free cycle
+    slot (``TIEROPS_MAX_CONCURRENT``): how many started. A run that cannot start (tier above
+    TIEROPS_MAX_TIER, the cycle failing before its session) or is no longer needed (its incident
+    resolved meanwhile) is marked failed and the next one is tried."""
+    db = supervisor.db
+    node = current_node(db)
+    labels = labels_of(supervisor.settings.node_labels)
+    started_count = 0
+    while supervisor.has_capacity:
+        if await run_queue.queued_count(db, labels) == 0:  # a read: the poll of an empty queue writes nothing
+            break
+        row = await run_queue.claim_next(db, node_id=node.id if node is not None else None, labels=labels)
         if row is None:
-            return 0
-        if row["tier"] > settings.max_tier:
-            await run_queue.mark_failed(db, row["id"], f"tier {row['tier']} is above TIEROPS_MAX_TIER="
-                                                       f"{settings.max_tier}")
-            continue
-        listed = row["incident_ids"] or ([row["incident_id"]] if row["incident_id"] is not None else [])
-        found = await incident_store.get_incidents(db, listed, fresh=True)
-        open_ids = [i["id"] for i in found if i["status"] != IncidentStatus.RESOLVED]
-        if found and not open_ids:  # (incidents removed by a prune: the run still runs)
-            names = ", ".join(f"#{i}" for i in listed)
-            await run_queue.mark_failed(db, row["id"], f"skipped: incident {names} resolved before a cycle was free"
-                                        if len(listed) == 1 else f"skipped: incidents {names} all resolved before a "
-                                                                 "cycle was free")
-            continue
+            break
+        if (started := await _start_queued(supervisor, row)) is None:
+            break
+        started_count += int(started)
+    return started_count
+
+
+async def _start_queued(supervisor: CycleStarter, row: run_queue.QueuedRunRow) -> bool | None:
+    """Start the claimed run ``row``: True; False when it was failed (the next one may start); None
+    when no cycle slot was free after all (it is back in the queue)."""
+    db, settings = supervisor.db, supervisor.settings
+    if row["tier"] > settings.max_tier:
+        await run_queue.mark_failed(db, row["id"], f"tier {row['tier']} is above TIEROPS_MAX_TIER="
+                                                   f"{settings.max_tier}")
+        return False
+    listed = row["incident_ids"] or ([row["incident_id"]] if row["incident_id"] is not None else [])
+    found = await incident_store.get_incidents(db, listed, fresh=True)
+    open_ids = [i["id"] for i in found if i["status"] != IncidentStatus.RESOLVED]
+    if found and not open_ids:  # (incidents removed by a prune: the run still runs)
+        names = ", ".join(f"#{i}" for i in listed)
+        await run_queue.mark_failed(db, row["id"], f"skipped: incident {names} resolved before a cycle was free"
+                                    if len(listed) == 1 else f"skipped: incidents {names} all resolved before a "
+                                                             "cycle was free")
+        return False
+    try:
+        started = await _start(supervisor, row, open_ids)
+    except CycleBusy:  # another trigger took the cycle first: wait for the next turn
+        await run_queue.requeue(db, row["id"])
+        return None
+    except Exception as exc:
+        why = f"the cycle could not start: {type(exc).__name__}: {oneline(exc)}"
+        await run_queue.mark_failed(db, row["id"], why)
+        log.warning("queued run #%d failed: %s", row["id"], why)
+        return False
+    pk = started.session_pk
+    await run_queue.mark_started(db, row["id"], pk, None if pk is not None else
+                                 "the cycle did not create its session in time; see /api/v1/sessions")
+    if pk is not None and open_ids and row["parent_session_pk"] is None:
+        await incident_store.mark_escalated(db, open_ids, pk,
+                                            f"alert: investigated by tier {row['tier']} (queued run #{row['id']})")
+    log.info("queued run #%d started: session %s, tier %d", row["id"], pk, row["tier"],
+             extra={"session": pk, "tier": row["tier"]})
+    return True
+
+
+async def _start(supervisor: CycleStarter, row: run_queue.QueuedRunRow, open_ids: list[int]) -> CycleStart:
+    """The cycle of a claimed run: an investigation from its tier, or the rest of a chain another
+    node could not run (its parent session and handoff)."""
+    if row["parent_session_pk"] is None:
         trigger = Trigger.ALERT if row["source"] == Trigger.ALERT else Trigger.MANUAL
-        try:
-            started = await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger,
-                                                   incidents=open_ids)
-        except CycleBusy:  # another trigger took the cycle first: wait for the next turn
-            await run_queue.requeue(db, row["id"])
-            return 0
-        except Exception as exc:
-            why = f"the cycle could not start: {type(exc).__name__}: {oneline(exc)}"
-            await run_queue.mark_failed(db, row["id"], why)
-            log.warning("queued run #%d failed: %s", row["id"], why)
-            continue
-        pk = started.session_pk
-        await run_queue.mark_started(db, row["id"], pk, None if pk is not None else
-                                     "the cycle did not create its session in time; see /api/v1/sessions")
-        if pk is not None and open_ids:
-            await incident_store.mark_escalated(db, open_ids, pk,
-                                                f"alert: investigated by tier {row['tier']} (queued run #{row['id']})")
-        log.info("queued run #%d started: session %s, tier %d", row["id"], pk, row["tier"],
-                 extra={"session": pk, "tier": row["tier"]})
-        return 1
-    return 0
+        return await supervisor.start_cycle(tier=row["tier"], prompt=row["prompt"], trigger=trigger,
+                                            incidents=open_ids)
+    parent = await session_store.get_session(supervisor.db, row["parent_session_pk"], fresh=True)
+    if parent is None:
+        raise LookupError(f"session {row['parent_session_pk']}, whose chain this run continues, no longer exists")
+    approved = row["source"] == "approval"
+    return await supervisor.start_cycle(tier=row["tier"], trigger=Trigger.ESCALATION, incidents=open_ids,
+                                        parent=parent, handoff=row["handoff"] if approved else None,
+                                        handoff_incidents="" if approved else row["handoff"] or "")
 
 
 async def work_queue(supervisor: CycleStarter, poll: float = QUEUE_POLL_S) -> None:
     """The server's queue worker, until cancelled: first fail the claims a killed server left,
     then start queued runs whenever the cycle is free (woken by a cycle's end or a new run, and
     every ``poll`` s)."""
-    failed = await run_queue.fail_unfinished_claims(supervisor.db, LEFT_BY_A_KILLED_SERVER)
+    failed = await run_queue.fail_unfinished_claims(supervisor.db, LEFT_BY_A_KILLED_SERVER,
+                                                    node.id if (node := current_node(supervisor.db)) is not None else None)
     if failed:
         log.warning("%d queued run(s) left started by a stopped server marked failed", failed)
     while True:

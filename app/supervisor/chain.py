@@ -19,6 +19,7 @@ as fields; the child's own start line names its parent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from app.output.validate import OutputValidator
 from app.probe.extensions import Merged
 from app.probe.inventory import inventory_text
 from app.store import approvals as approval_store
-from app.store import chains, findings, sessions
+from app.store import chains, findings, run_queue, sessions
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
 from app.store import memories as memory_store
@@ -64,6 +65,7 @@ from app.supervisor.halt import Halt, StopRequested
 from app.supervisor.hub import Hub
 from app.supervisor.runbooks import RunbookSection, load_checks, runbooks_for
 from app.supervisor.session import SessionHandle, SessionResult, TierRequest, run_tier_session
+from app.supervisor.tier_gate import TierGate
 from app.vocab import FIRST_MODEL_TIER, PROBE_TIER, Level, SessionStatus, Trigger
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,8 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
                     spec: OutputSpec | None = None, parent: SessionRow | None = None,
                     handoff: str | None = None, dry_run: bool = False,
                     notifier: NoticeSink | None = None, incidents: Sequence[int] = (),
-                    halt: Halt | None = None) -> list[ChainLink]:
+                    halt: Halt | None = None, gate: TierGate | None = None,
+                    handoff_incidents: str = "") -> list[ChainLink]:
     """``spec`` is the first session's output contract; escalated tiers always use the default
     agent-response contract, the one that carries an escalation decision.
 
@@ -111,7 +114,12 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
 
     ``halt``: the cycle's stop flag (``halt.py``). Once a stop or a shutdown set it, the chain does
     not escalate (the session that asked needs attention, with why; no approval is requested) and
-    no tier starts: a first tier raises :class:`~app.supervisor.halt.StopRequested`."""
+    no tier starts: a first tier raises :class:`~app.supervisor.halt.StopRequested`.
+
+    ``gate`` (``tier_gate.py``): each tier session holds its services' locks (tiers that may act);
+    a tier this node may not run (``TIEROPS_RUNS_ON``) is queued, with the rest of the chain, for a
+    node that may, and this chain ends. ``handoff_incidents``: the incidents block such a queued
+    rest of a chain carries to its first tier."""
     dry_run = dry_run or settings.dry_run or bool(parent is not None and parent["dry_run"])
     about: dict[int, None] = dict.fromkeys(incidents)  # the incidents of this chain, in order
     investigation = parent is not None or trigger == Trigger.ALERT or bool(incidents)
@@ -133,16 +141,24 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
     chain: list[SessionRow] = await _chain_so_far(db, parent) if parent is not None else []
     tier_prompt = base_prompt(settings, tier, prompt)
     cooldown_engine.parse_limits(settings.cooldowns)  # a bad TIEROPS_COOLDOWNS stops before any session
-    handoff_incidents = ""
     focus: list[int] = []  # the incidents the next tier is started for, first in its runbooks
     waiting: tuple[int, int] | None = None
     loose_attention: list[tuple[SessionRow, str]] = []  # attention no incident message carries
+    moved = False  # the rest of the chain waits in the run queue for a node with the labels it needs
     while True:
+        tier_incidents = list(dict.fromkeys([*focus, *about]))
+        if gate is not None and parent is not None \
+                and (needs := await gate.needs_elsewhere(tier, tier_incidents)) is not None:
+            await _move_on(db, parent, tier, handoff if handoff is not None else handoff_incidents,
+                           "approval" if handoff is not None else "escalation", tier_incidents, needs)
+            moved = True
+            break
         try:
-            result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
-                                       chain_id, on_session, spec if parent is None else None, handoff_incidents,
-                                       handoff, dry_run=dry_run, halt=halt,
-                                       incident_ids=list(dict.fromkeys([*focus, *about])))
+            async with gate.hold(tier, tier_incidents, dry_run=dry_run) if gate is not None \
+                    else contextlib.nullcontext():
+                result = await _start_tier(db, settings, validator, hub, tier, tier_prompt, trigger, parent, chain,
+                                           chain_id, on_session, spec if parent is None else None, handoff_incidents,
+                                           handoff, dry_run=dry_run, halt=halt, incident_ids=tier_incidents)
             handoff = None  # the approved text is the first tier's only
         except Exception as exc:
             if parent is None:
@@ -194,9 +210,9 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         if row["tier"] == PROBE_TIER and row["escalation_needed"] and verdict is not None and not verdict.escalate:
             # The probe asks whenever a check fails; a language model runs only when an incident
             # opens, worsens, recurs past TIEROPS_ESCALATE_AFTER or its maintenance window ended.
-            gate = verdict.gate_text()
-            await sessions.set_escalation_gate(db, result.pk, gate)
-            log.info("session %d: %s", result.pk, oneline(gate),
+            gate_text = verdict.gate_text()
+            await sessions.set_escalation_gate(db, result.pk, gate_text)
+            log.info("session %d: %s", result.pk, oneline(gate_text),
                      extra={"session": result.pk, "chain": chain_id, "tier": tier})
             await news.send(notifier, news.notices(items))
             break
@@ -269,11 +285,23 @@ async def run_chain(db: Database, settings: Settings, validator: OutputValidator
         parent = row
         tier += 1
     links = await chains.chain_links(db, chain_id, fresh=True) if chain_id is not None else []
-    if links and (investigation or len(links) > 1):
+    if moved:
+        pass  # the node that runs the rest of the chain tells its outcome
+    elif links and (investigation or len(links) > 1):
         await news.send(notifier, [await news.outcome(db, links, about, waiting=waiting)])
     else:
         await news.send(notifier, [news.standalone_attention(r, why, []) for r, why in loose_attention])
     return links
+
+
+async def _move_on(db: Database, parent: SessionRow, tier: int, handoff: str, kind: str, incident_ids: list[int],
+                   needs: frozenset[str]) -> None:
+    """Queue tier ``tier`` and the rest of ``parent``'s chain for a node labelled ``needs``."""
+    row = await run_queue.enqueue_continuation(db, tier=tier, parent_pk=parent["id"], handoff=handoff or None,
+                                               kind=kind, incident_ids=incident_ids, needs=",".join(sorted(needs)))
+    log.info("session %d: tier %d queued as run #%d for a node labelled %s (TIEROPS_RUNS_ON)", parent["id"], tier,
+             row["id"], ", ".join(sorted(needs)),
+             extra={"session": parent["id"], "chain": parent["chain_id"], "to_tier": tier})
 
 
 async def _needs_human(db: Database, session: Mapping[str, Any], why: str, incident_ids: Sequence[int] = ()) -> None:

@@ -37,9 +37,11 @@ from app.supervisor import turn_lock
 from app.supervisor.chat_context import chat_system_prompt
 from app.supervisor.credentials import model_tiers_paused
 from app.supervisor.guards import daily_budget_spent
+from app.supervisor.halt import Halt
 from app.supervisor.runtime_settings import effective_settings
 from app.supervisor.scheduler import Supervisor
 from app.supervisor.session import STOPPED_BY_SHUTDOWN, SessionHandle, TierRequest, run_tier_session
+from app.supervisor.tier_gate import TierGate
 from app.tasks import spawn
 from app.vocab import SessionStatus, Trigger
 
@@ -243,14 +245,20 @@ class ChatService:
                 turn.started.set()
                 spawn(chats.set_turn_session(self.db, turn.turn_pk, pk), f"chat-turn-{turn.turn_pk}-session")
 
+            # A tier that may act holds the locks of its incident's service (every service without
+            # one) like a chain's tier: never two acting tiers on one service at a time.
+            node = self.supervisor.node.id if self.supervisor.node is not None else None
+            gate = TierGate(self.db, settings, TierGate.holder_name(node, f"chat-{turn.turn_pk}"), Halt())
             # The turn lock first, then the session row: no sweep of any process takes it for abandoned.
             with turn_lock.hold(cwd):
-                self.supervisor.chat_starting += 1
-                try:
-                    result = await run_tier_session(self.db, settings, self.validator, self.hub, req,
-                                                    on_start=on_start)
-                finally:
-                    started()
+                async with gate.hold(turn.tier, [conv["incident_id"]] if conv["incident_id"] else [],
+                                     dry_run=settings.dry_run):
+                    self.supervisor.chat_starting += 1
+                    try:
+                        result = await run_tier_session(self.db, settings, self.validator, self.hub, req,
+                                                        on_start=on_start)
+                    finally:
+                        started()
             report = result.report
             turn.status, turn.cost_usd = report["status"], report.get("cost_usd")
             if turn.status != SessionStatus.COMPLETED or turn.reader.is_error:

@@ -1,5 +1,6 @@
-"""The cycle lock: one cycle at a time per state directory, across processes too (``tierops run``
-beside ``tierops supervise``), and a probe that never takes it.
+"""The cycle lock: one process running cycles at a time per state directory (``tierops run``
+beside ``tierops supervise``; within it, up to ``TIEROPS_MAX_CONCURRENT``), and a probe that never
+takes it.
 
 Why a module of its own: a claim must be refused at once with :class:`~app.errors.CycleBusy`
 naming the holder (it never waits), while asking whether a cycle runs — ``/healthz``, ``/metrics``,

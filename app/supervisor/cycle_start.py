@@ -18,7 +18,7 @@ from app.config import Settings
 from app.notify.messages import NoticeSink
 from app.output.spec import OutputSpec
 from app.store.db import Database
-from app.store.rows import ChainLink
+from app.store.rows import ChainLink, SessionRow
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class CycleStart:
 class CycleStarter(Protocol):
     """What alerts and the end of maintenance windows need of the supervisor
     (``scheduler.Supervisor``): its database, settings and notices, the run queue's wake-up, whether
-    a cycle runs, and the one run-start path."""
+    a cycle runs or another may start, and the one run-start path."""
 
     @property
     def db(self) -> Database: ...
@@ -54,6 +54,10 @@ class CycleStarter(Protocol):
     @property
     def busy(self) -> bool: ...
 
+    @property
+    def has_capacity(self) -> bool: ...
+
     async def start_cycle(self, *, tier: int = ..., prompt: str | None = ..., trigger: str = ...,
                           wait: float = ..., spec: OutputSpec | None = ..., dry_run: bool = ...,
-                          incidents: Sequence[int] = ...) -> CycleStart: ...
+                          incidents: Sequence[int] = ..., parent: SessionRow | None = ...,
+                          handoff: str | None = ..., handoff_incidents: str = ...) -> CycleStart: ...

@@ -11,8 +11,10 @@ always answer first, and denies when it cannot decide in time (``app/cli/guard.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -47,16 +49,39 @@ def policy_for(settings: Settings, tier: int, *, dry_run: bool, allowed_tools: l
                        cooldowns=settings.cooldowns, approval_required=manual, approved_by=approved_by)
 
 
-def hook_command(db_path: Path, session_pk: int, deadline: float) -> str:
+DATABASE_URL_FILE = ".database-url"  # in the state directory, 0600: the hook's PostgreSQL URL
+
+
+def database_arguments(target: str | Path, state_dir: Path) -> list[str]:
+    """How the hook finds the store: ``--db PATH`` (SQLite), or ``--db-url-file FILE`` holding the
+    PostgreSQL URL, written 0600 in the state directory: a URL with a password is never on a
+    command line (``ps`` shows those) nor in the CLI's environment."""
+    if isinstance(target, Path):
+        return ["--db", str(target)]
+    path = state_dir / DATABASE_URL_FILE
+    try:
+        current = path.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != target:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(target)
+    return ["--db-url-file", str(path)]
+
+
+def hook_command(db_args: list[str], session_pk: int, deadline: float) -> str:
     """The shell command the CLI runs before each guarded tool call: this interpreter running this
     package (installed or not), so it needs nothing on the CLI's PATH or in its environment."""
     return (f"PYTHONPATH={shlex.quote(str(PACKAGE_ROOT))} "
-            + shlex.join([sys.executable, "-m", "app", "guard", "--db", str(db_path), "--session", str(session_pk),
+            + shlex.join([sys.executable, "-m", "app", "guard", *db_args, "--session", str(session_pk),
                           "--deadline", f"{deadline:g}"]))
 
 
-def hook_settings(db_path: Path, session_pk: int, deadline: float) -> str:
+def hook_settings(db_args: list[str], session_pk: int, deadline: float) -> str:
     """``--settings`` JSON: one PreToolUse hook over the guarded tools."""
-    hook = {"type": "command", "command": hook_command(db_path, session_pk, deadline),
+    hook = {"type": "command", "command": hook_command(db_args, session_pk, deadline),
             "timeout": int(deadline + HOOK_MARGIN_S)}
     return json.dumps({"hooks": {"PreToolUse": [{"matcher": MATCHER, "hooks": [hook]}]}}, separators=(",", ":"))

@@ -89,9 +89,21 @@ async def _verified(supervisor: Supervisor, pk: int) -> tuple[SessionProcess, ps
     return row, proc
 
 
+async def _other_node(supervisor: Supervisor, pk: int) -> SessionProcess | None:
+    """The running session's row when another node runs it (None: this node's, or no node's)."""
+    if supervisor.node is None or pk in supervisor.handles or pk in supervisor.chat_handles:
+        return None
+    row = await processes.session_process(supervisor.db, pk)
+    if row is None or row.status != SessionStatus.RUNNING or row.node_id in (None, supervisor.node.id):
+        return None
+    return row
+
+
 async def refusal(supervisor: Supervisor, pk: int) -> str | None:
     """Why Stop cannot reach session ``pk`` from this process (None: it can). For the page's button."""
     if pk in supervisor.handles or pk in supervisor.chat_handles:
+        return None
+    if await _other_node(supervisor, pk) is not None:
         return None
     try:
         await _verified(supervisor, pk)
@@ -108,6 +120,13 @@ async def stop_anywhere(supervisor: Supervisor, pk: int, by: str) -> StopSent:
         await _running(supervisor, pk)
         supervisor.chat_handles[pk].stop()
         return StopSent(pk, local=True)
+    if (row := await _other_node(supervisor, pk)) is not None:
+        # Another node runs it: the request is recorded, that node stops its CLI within a second
+        # (``Supervisor.watch_stop_requests``); the session's reason names who asked.
+        if not await processes.request_stop(supervisor.db, pk, by):
+            raise StopRefused(409, f"session {pk} ended before the stop could be recorded")
+        log.warning("session %d runs on node %s: stop requested by %s", pk, row.node_id, by, extra={"session": pk})
+        return StopSent(pk, local=False)
     if pk in supervisor.handles:
         await _running(supervisor, pk)  # a finished session of the running chain has nothing to stop
         if not supervisor.stop_session(pk):  # its cycle ended meanwhile
@@ -158,3 +177,21 @@ async def _escalate(pk: int, pid: int, pgid: int | None, start_time: float, grac
         if killed:
             log.warning("session %d of another process: SIGKILL sent after %g s to %s", pk, grace, killed,
                         extra={"session": pk})
+
+
+async def watch_stop_requests(supervisor: Supervisor, every: float = 1.0) -> None:
+    """Stop this node's sessions another node was asked to stop (its Stop button recorded the
+    request: :func:`stop_anywhere`), within ``every`` s. Runs until cancelled (the server's lifespan)."""
+    while True:
+        await asyncio.sleep(every)
+        mine = [*supervisor.handles, *supervisor.chat_handles]
+        try:
+            asked = await processes.stop_requests(supervisor.db, mine)
+        except Exception as exc:  # storage trouble: the next look
+            log.debug("reading stop requests failed: %s", exc)
+            continue
+        for pk in asked:
+            if pk in supervisor.chat_handles:
+                supervisor.chat_handles[pk].stop()
+            elif supervisor.stop_session(pk):
+                log.warning("session %d stopped: another node asked", pk, extra={"session": pk})

@@ -8,9 +8,10 @@ and the sweep of sessions left running.
 * A second claim is refused at once with :class:`CycleBusy` naming the holder (``cycle_lock.py``).
 * Stop means stop (``halt.py``): a Stop, stopping all, or a shutdown sets the cycle's ``Halt``
   besides killing the running CLI, so no later tier starts; after ``shutdown`` no cycle is claimed.
-* The sweep, at start and at every cycle's start: a supervised session still ``running`` that is
-  not one of this process's live sessions is ended ``interrupted``, its recorded CLI killed first
-  when pid and start time match (``process_groups.py``). Another state dir's sessions are left alone.
+* Up to ``TIEROPS_MAX_CONCURRENT`` cycles at once, each a :class:`~app.supervisor.runs.Run` with its
+  own stop flag, sessions and tier gate (``tier_gate.py``: service locks, node labels).
+* The sweep (``sweep.py``), at start and at a cycle's start when it is the only one: a supervised
+  session still ``running`` that is not one of this process's live sessions is ended ``interrupted``.
 * Each cycle's end is judged by ``cycle_health.py``; alerts and their queue are ``alerts.py``.
 
 Log lines: a cycle's start and end at INFO (``cycle``, and ``chain`` at the end, as fields); one
@@ -28,9 +29,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from app.clock import seconds_between, utcnow
 from app.config import Settings
 from app.errors import CycleBusy
 from app.logs import oneline
@@ -39,13 +40,10 @@ from app.notify.sender import Notifier
 from app.output.spec import OutputSpec
 from app.output.validate import OutputValidator
 from app.store import approvals as approval_store
-from app.store import processes
 from app.store import sessions as session_store
 from app.store.approvals import ApprovalRow, ApprovalStateError
 from app.store.db import Database
 from app.store.rows import ChainLink, SessionRow
-from app.supervisor import turn_lock
-from app.supervisor.alerts import run_next_queued
 from app.supervisor.approvals import expire_approvals
 from app.supervisor.chain import run_chain
 from app.supervisor.credentials import ModelTiersPaused
@@ -55,10 +53,13 @@ from app.supervisor.cycle_start import FIRST_SESSION_WAIT, CycleStart
 from app.supervisor.guards import BudgetSpent
 from app.supervisor.halt import SHUTTING_DOWN, Halt, StopRequested
 from app.supervisor.hub import Hub
-from app.supervisor.process_groups import kill_leftover
+from app.supervisor.node import Node
+from app.supervisor.runs import Run
 from app.supervisor.runtime_settings import effective_settings
 from app.supervisor.schedule import cycle_interval, next_delay, wait_until_due
 from app.supervisor.session import STOPPED_BY_OPERATOR, STOPPED_BY_SHUTDOWN, SessionHandle
+from app.supervisor.sweep import sweep_left_running
+from app.supervisor.tier_gate import TierGate
 from app.supervisor.upstream_models import ModelCatalog
 from app.supervisor.windows import end_of_windows
 from app.vocab import FIRST_MODEL_TIER, ApprovalStatus, SessionStatus, Trigger
@@ -80,18 +81,16 @@ class Supervisor:
         self.models = ModelCatalog(settings)  # the models the upstream offers (GET /api/v1/models)
         self.validator = validator
         self.hub = hub or Hub()
-        self._running = False
-        self._file_lock = CycleLock(settings.state_dir / "cycle.lock")
-        self.handles: dict[int, SessionHandle] = {}
+        self._file_lock = CycleLock(settings.state_dir / "cycle.lock")  # held while any cycle of this process runs
+        self.runs: dict[int, Run] = {}  # the cycles in flight here, by cycle number (TIEROPS_MAX_CONCURRENT)
         # Chat turns (``chat.py``) run beside the cycles: their sessions' handles, and how many are
         # being created (a row with no CLI yet that no sweep may take for abandoned).
         self.chat_handles: dict[int, SessionHandle] = {}
         self.chat_starting = 0
+        self.node: Node | None = None  # with several nodes on one store: only the leader schedules
         self.next_run_at: datetime | None = None
         self.last_chain: list[ChainLink] = []
-        self.current_task: asyncio.Task[list[ChainLink]] | None = None
-        # Resolved with the first session's id of the cycle started last (POST /runs answers with it).
-        self.first_session: asyncio.Future[int] | None = None
+        self.current_task: asyncio.Task[list[ChainLink]] | None = None  # of the cycle started last in the background
         self.cycle = 0  # cycles claimed by this process; the ``cycle`` field of their log lines
         self.queue_wake = asyncio.Event()  # set when a cycle ends: the run queue's worker looks again
         # Notifications, the dead-man heartbeat, and the cycle health /healthz reports.
@@ -100,14 +99,33 @@ class Supervisor:
         self.cycle_health = CycleHealth(settings, self.notifier, self.heartbeat)
         self.started_monotonic = time.monotonic()  # /healthz measures from here until a cycle finished
         self.started_wall = datetime.now(UTC)  # the same moment, for cron's due times
-        self._halt = Halt()  # the running cycle's stop flag (halt.py): a new one per claimed cycle
         self._stopping: str | None = None  # set by shutdown(): no cycle is claimed any more
 
     @property
     def busy(self) -> bool:
         """A cycle runs: in this process, or in another one holding the cycle lock of this state
         directory (``tierops run``, ``tierops supervise``)."""
-        return self._running or self._file_lock.holder() is not None
+        return bool(self.runs) or self._file_lock.holder() is not None
+
+    @property
+    def has_capacity(self) -> bool:
+        """Another cycle may start here now: fewer than ``TIEROPS_MAX_CONCURRENT`` run, and no other
+        process of this state directory holds the cycle lock."""
+        if self.runs:
+            return self._taken() < self.settings.max_concurrent and self._stopping is None
+        return self._stopping is None and not self._file_lock.held_elsewhere()
+
+    def _taken(self) -> int:
+        """Cycle slots taken. With ``TIEROPS_MAX_CONCURRENT`` above 1 the schedule's cycle runs beside
+        the slots (an alert storm must not stop the probe); with 1, one cycle of any kind at a time."""
+        if self.settings.max_concurrent == 1:
+            return len(self.runs)
+        return sum(not run.scheduled for run in self.runs.values())
+
+    @property
+    def handles(self) -> dict[int, SessionHandle]:
+        """The live sessions of every cycle of this process (a copy), by session id."""
+        return {pk: handle for run in self.runs.values() for pk, handle in run.handles.items()}
 
     @property
     def cycle_holder(self) -> str | None:
@@ -142,13 +160,13 @@ class Supervisor:
         running row with no CLI yet that is not among its handles is its own next session (created,
         not yet tracked); one with a CLI is another state dir's, sharing this database."""
         return (pk in self.handles or pk in self.chat_handles
-                or ((self._running or self.chat_starting > 0) and cli_pid is None))
+                or ((bool(self.runs) or self.chat_starting > 0) and cli_pid is None))
 
     async def sweep_abandoned(self) -> int:
         """End the sessions whose process died (a ``tierops run`` killed with SIGKILL) — seen by
         the follower as rows still ``running`` while nobody holds the cycle lock. Done holding the
         lock, so a process starting a cycle meanwhile is never swept; 0 when busy."""
-        if self._running or self.chat_starting > 0:
+        if self.runs or self.chat_starting > 0:
             return 0
         try:
             self._file_lock.acquire("sweep of sessions left running")
@@ -170,68 +188,66 @@ class Supervisor:
     async def _sweep(self, when: str) -> int:
         """End every supervised session still ``running`` that is not this process's own (the
         caller holds the cycle lock, or made sure nobody does), killing its recorded CLI first."""
-        state = self.settings.state_dir.resolve()
-        home = state / "home"  # the HOME every CLI of ours gets
-        count = 0
-        for row in await processes.running_sessions_with_process(self.db):
-            if row.id in self.handles or row.id in self.chat_handles:
-                continue  # a live session of this process
-            if row.cwd is not None and Path(row.cwd).parent not in (state / "sessions", state / "chats"):
-                continue  # started with another state dir (another cycle lock): not ours to judge
-            if row.cwd is not None and Path(row.cwd).parent == state / "chats" and turn_lock.held(row.cwd):
-                continue  # a chat turn another process runs (it holds its turn lock)
-            reason = f"the supervisor stopped while this session ran ({when})"
-            if row.cli_pid is not None:
-                killed = await asyncio.to_thread(kill_leftover, row.cli_pid, row.cli_pgid, row.cli_start_time, home)
-                if row.cli_pid in killed:
-                    reason += f"; its CLI (pid {row.cli_pid}) was still running and was killed"
-                elif killed:
-                    reason += f"; processes it left ({', '.join(map(str, killed))}) were killed"
-            if await processes.mark_interrupted(self.db, row.id, reason):
-                count += 1
-                log.warning("session %d marked interrupted: %s", row.id, reason,
-                            extra={"session": row.id, "status": SessionStatus.INTERRUPTED})
-        log.log(logging.INFO if count else logging.DEBUG, "sweep (%s): %d session(s) left running marked interrupted",
-                when, count, extra={"count": count})
-        return count
+        return await sweep_left_running(self.db, self.settings, self.node.id if self.node is not None else None,
+                                        {*self.handles, *self.chat_handles}, when)
 
-    def _claim(self, what: str) -> asyncio.Future[int]:
-        """Take the cycle, or raise CycleBusy at once. The flock also excludes this process
-        itself (flock locks belong to the open file), so two claims can never both succeed."""
+    def _claim(self, what: str, *, scheduled: bool = False) -> Run:
+        """Take a cycle slot, or raise CycleBusy at once: the slots are taken (``TIEROPS_MAX_CONCURRENT``;
+        see :meth:`_taken` for the schedule's), a scheduled one still runs (scheduled cycles never
+        overlap), or another process of this state directory holds the cycle lock (taken with the
+        first cycle, kept until the last ends)."""
         if self._stopping is not None:
             raise StopRequested(f"no cycle starts: {self._stopping}")
-        if self._running:
+        limit = self.settings.max_concurrent
+        if limit == 1 and self.runs:
             raise CycleBusy("a cycle is already running in this process; try again when it has finished")
-        self._file_lock.acquire(what)
-        self._running = True
-        self._halt = Halt()
+        if not scheduled and self._taken() >= limit:
+            raise CycleBusy(f"{self._taken()} cycles run on this node (TIEROPS_MAX_CONCURRENT={limit}); try again "
+                            "when one has finished")
+        if scheduled and any(run.scheduled for run in self.runs.values()):
+            raise CycleBusy("the last scheduled cycle is still running")
+        if not self.runs:
+            self._file_lock.acquire(what)
         self.cycle += 1
-        self.first_session = asyncio.get_running_loop().create_future()
-        return self.first_session
+        node = self.node.id if self.node is not None else None
+        halt = Halt()
+        run = Run(self.cycle, what, scheduled, asyncio.get_running_loop().create_future(),
+                  TierGate(self.db, self.settings, TierGate.holder_name(node, f"cycle-{self.cycle}"), halt), halt)
+        self.runs[run.cycle] = run
+        return run
 
-    async def _run_claimed(self, tier: int, prompt: str | None, trigger: str,
+    def _release(self, run: Run) -> None:
+        """``run`` ended (or never started): its slot is free; the last one gives the cycle lock up."""
+        if self.runs.pop(run.cycle, None) is not None and not self.runs:
+            self._file_lock.release()
+        self.queue_wake.set()
+
+    async def _run_claimed(self, run: Run, tier: int, prompt: str | None, trigger: str,
                            spec: OutputSpec | None = None, *, parent: SessionRow | None = None,
                            handoff: str | None = None, dry_run: bool = False,
-                           incidents: Sequence[int] = ()) -> list[ChainLink]:
-        cycle = self.cycle
+                           incidents: Sequence[int] = (), handoff_incidents: str = "") -> list[ChainLink]:
+        cycle = run.cycle
         started = time.monotonic()
         log.info("cycle %d started: %s, tier %d", cycle, trigger, tier,
                  extra={"cycle": cycle, "trigger": trigger, "tier": tier})
         await self.heartbeat.start_cycle()  # queued: never holds the cycle up
         try:
-            try:  # this process holds the cycle lock: no other process has a session running
-                await self._sweep("found at the start of a later cycle")
-            except Exception:  # the sweep must never keep the cycle from running
-                log.exception("the sweep of sessions left running failed", extra={"cycle": cycle})
+            if len(self.runs) == 1:  # alone: no other cycle's session is being created (its row, no CLI yet)
+                try:  # this process holds the cycle lock: no other process has a session running
+                    await self._sweep("found at the start of a later cycle")
+                except Exception:  # the sweep must never keep the cycle from running
+                    log.exception("the sweep of sessions left running failed", extra={"cycle": cycle})
             try:  # approvals past their time end before anything new runs
                 await expire_approvals(self.db, self.notifier)
             except Exception:
                 log.exception("expiring approvals failed", extra={"cycle": cycle})
             await self.reload_settings()  # run-time changes apply from the next cycle on
+            run.gate.settings = self.settings
             chain = await run_chain(self.db, self.settings, self.validator, self.hub, start_tier=tier,
-                                    prompt=prompt, trigger=trigger, on_session=self._track, spec=spec,
-                                    parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier,
-                                    incidents=incidents, halt=self._halt)
+                                    prompt=prompt, trigger=trigger, on_session=functools.partial(self._track, run),
+                                    spec=spec, parent=parent, handoff=handoff, dry_run=dry_run, notifier=self.notifier,
+                                    incidents=incidents, halt=run.halt, gate=run.gate,
+                                    handoff_incidents=handoff_incidents)
             self.last_chain = chain
             _log_cycle_end(cycle, chain, time.monotonic() - started)
             await self.cycle_health.finished(cycle, chain, None)
@@ -254,10 +270,7 @@ class Supervisor:
             await self.cycle_health.finished(cycle, None, exc)
             raise
         finally:
-            self.handles.clear()
-            self._running = False
-            self._file_lock.release()
-            self.queue_wake.set()
+            self._release(run)
 
     async def run_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None,
                         trigger: str = Trigger.MANUAL, spec: OutputSpec | None = None,
@@ -265,37 +278,39 @@ class Supervisor:
         """Run one chain now and return it; raises :class:`CycleBusy` at once if one is running.
         ``spec``: the first session's output contract (None: the default); ``dry_run``: the whole
         chain is a dry run (always with TIEROPS_DRY_RUN)."""
-        self._claim(f"{trigger} cycle from tier {tier}")
-        return await self._run_claimed(tier, prompt, trigger, spec, dry_run=dry_run)
+        run = self._claim(f"{trigger} cycle from tier {tier}", scheduled=trigger == Trigger.SCHEDULE)
+        return await self._run_claimed(run, tier, prompt, trigger, spec, dry_run=dry_run)
 
     async def start_cycle(self, *, tier: int = FIRST_MODEL_TIER, prompt: str | None = None, trigger: str = Trigger.MANUAL,
                           wait: float = FIRST_SESSION_WAIT, spec: OutputSpec | None = None,
-                          dry_run: bool = False, incidents: Sequence[int] = ()) -> CycleStart:
+                          dry_run: bool = False, incidents: Sequence[int] = (), parent: SessionRow | None = None,
+                          handoff: str | None = None, handoff_incidents: str = "") -> CycleStart:
         """Start a cycle in the background and wait until its first session exists (the one
         run-start path of POST /runs and the Run Now form). Raises :class:`CycleBusy` at once if
         a cycle runs, and the cycle's own exception if it failed before creating a session.
-        ``incidents``: what the cycle investigates (an alert's incident), for its messages."""
-        first = self._claim(f"{trigger} cycle from tier {tier}")
-        return await self._start_claimed(first, lambda: self._run_claimed(tier, prompt, trigger, spec,
-                                                                          dry_run=dry_run, incidents=incidents),
-                                         trigger, tier, wait)
+        ``incidents``: what the cycle investigates (an alert's incident), for its messages.
+        ``parent``, ``handoff``, ``handoff_incidents``: the rest of a chain a queued run continues
+        (``run_chain``)."""
+        run = self._claim(f"{trigger} cycle from tier {tier}")
+        return await self._start_claimed(run, lambda: self._run_claimed(
+            run, tier, prompt, trigger, spec, dry_run=dry_run, incidents=incidents, parent=parent, handoff=handoff,
+            handoff_incidents=handoff_incidents), trigger, tier, wait)
 
-    async def _start_claimed(self, first: asyncio.Future[int], run: Callable[[], Awaitable[list[ChainLink]]],
+    async def _start_claimed(self, run: Run, body_of: Callable[[], Awaitable[list[ChainLink]]],
                              trigger: str, tier: int, wait: float) -> CycleStart:
         """The claimed cycle ``run`` as a background task; returns once its first session exists
         (see :meth:`start_cycle`)."""
-        cycle = self.cycle
+        cycle, first = run.cycle, run.first
         started = False
 
         async def body() -> list[ChainLink]:
             nonlocal started
             started = True
-            return await run()
+            return await body_of()
 
         def finished(task: asyncio.Task[list[ChainLink]]) -> None:
             if not started:  # cancelled before its first step: _run_claimed's finally never ran
-                self._running = False
-                self._file_lock.release()
+                self._release(run)
             if not task.cancelled() and (exc := task.exception()) is not None and not _skip(exc):
                 # A storage condition (a full disk) is not a bug: its line says it, without a traceback.
                 log.error("cycle %d failed: %s: %s", cycle, type(exc).__name__, oneline(exc),
@@ -304,7 +319,7 @@ class Supervisor:
 
         task = asyncio.create_task(body(), name=f"tierops-cycle-{trigger}")
         task.add_done_callback(finished)
-        self.current_task = task
+        run.task = self.current_task = task
         waiting: set[asyncio.Future[Any]] = {first, task}
         await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
         if first.done():
@@ -320,6 +335,9 @@ class Supervisor:
         (an approval expires on time even when no cycle starts) and act on the maintenance windows
         that ended over alert and model incidents (``windows.py``)."""
         while True:
+            if self.node is not None and not self.node.is_leader:  # the leader's work
+                await asyncio.sleep(every)
+                continue
             try:
                 await expire_approvals(self.db, self.notifier)
             except Exception:  # storage trouble now must not end the watch
@@ -336,8 +354,8 @@ class Supervisor:
         /api/v1/approvals/{id}/approve, the dashboard's Approve), like :meth:`start_cycle`. Raises
         LookupError, :class:`ApprovalStateError`, or :class:`CycleBusy` while a cycle runs — the
         approval then stays pending."""
-        first, approval, parent = await self._approve(approval_id, actor, note)
-        started = await self._start_claimed(first, lambda: self._run_approved(approval, parent), Trigger.ESCALATION,
+        run, approval, parent = await self._approve(approval_id, actor, note)
+        started = await self._start_claimed(run, lambda: self._run_approved(run, approval, parent), Trigger.ESCALATION,
                                             approval["tier"], wait)
         if started.session_pk is not None:  # at once, so the approval links its session while it runs
             await approval_store.set_child(self.db, approval_id, started.session_pk)
@@ -345,11 +363,11 @@ class Supervisor:
 
     async def run_approved(self, approval_id: int, actor: str, note: str | None = None) -> list[ChainLink]:
         """:meth:`start_approved`, run to its end in this process (``tierops approvals approve``)."""
-        _first, approval, parent = await self._approve(approval_id, actor, note)
-        return await self._run_approved(approval, parent)
+        run, approval, parent = await self._approve(approval_id, actor, note)
+        return await self._run_approved(run, approval, parent)
 
     async def _approve(self, approval_id: int, actor: str,
-                       note: str | None) -> tuple[asyncio.Future[int], ApprovalRow, SessionRow]:
+                       note: str | None) -> tuple[Run, ApprovalRow, SessionRow]:
         """Claim the cycle, then mark the approval approved: in this order, so an approval is never
         approved without the cycle that runs it."""
         current = await approval_store.get_approval(self.db, approval_id, fresh=True)
@@ -358,7 +376,7 @@ class Supervisor:
         if current["status"] != ApprovalStatus.PENDING:
             raise ApprovalStateError(approval_store.decided_text(current))
         try:
-            first = self._claim(f"approval #{approval_id}: tier {current['tier']}")
+            run = self._claim(f"approval #{approval_id}: tier {current['tier']}")
         except CycleBusy:
             raise CycleBusy(f"a cycle is running; approve again when it has finished (approval #{approval_id} "
                             "stays pending)") from None
@@ -369,22 +387,21 @@ class Supervisor:
             if parent is None:  # pragma: no cover - decide() refuses a pruned session; a prune racing it
                 raise ApprovalStateError(f"approval #{approval_id}: the session that escalated no longer exists")
         except BaseException:
-            self._running = False
-            self._file_lock.release()
+            self._release(run)
             raise
         log.info("approval #%d approved by %s: tier %d continues the chain of session %d", approval_id, actor,
                  approval["tier"], parent["id"],
                  extra={"session": parent["id"], "chain": approval["chain_id"], "to_tier": approval["tier"]})
-        return first, approval, parent
+        return run, approval, parent
 
-    async def _run_approved(self, approval: ApprovalRow, parent: SessionRow) -> list[ChainLink]:
-        first = self.first_session
+    async def _run_approved(self, run: Run, approval: ApprovalRow, parent: SessionRow) -> list[ChainLink]:
+        first = run.first
         try:
-            chain = await self._run_claimed(approval["tier"], None, Trigger.ESCALATION, parent=parent,
+            chain = await self._run_claimed(run, approval["tier"], None, Trigger.ESCALATION, parent=parent,
                                             incidents=await approval_store.incident_ids(self.db, approval["id"]),
                                             handoff=approval["handoff"])
         except Exception as exc:
-            if first is None or not first.done():  # the approved tier never started: a human must know
+            if not first.done():  # the approved tier never started: a human must know
                 await session_store.set_attention(
                     self.db, parent["id"], f"approval #{approval['id']}: tier {approval['tier']} could not start: "
                                            f"{type(exc).__name__}: {oneline(exc)}")
@@ -394,33 +411,30 @@ class Supervisor:
             await approval_store.set_child(self.db, approval["id"], child)
         return chain
 
-    async def run_queued(self) -> int:
-        """Start the oldest queued run (an alert that came while a cycle ran) when no cycle is
-        running; 1 if one started, else 0 (``alerts.run_next_queued``)."""
-        return await run_next_queued(self)
-
-    def _track(self, pk: int, handle: SessionHandle) -> None:
-        self.handles[pk] = handle
-        if self._halt.reason is not None:  # stopped while this session was being created: its CLI ends at once
+    def _track(self, run: Run, pk: int, handle: SessionHandle) -> None:
+        run.handles[pk] = handle
+        if run.halt.reason is not None:  # stopped while this session was being created: its CLI ends at once
             handle.stop(STOPPED_BY_SHUTDOWN if self._stopping is not None else STOPPED_BY_OPERATOR)
-        if self.first_session is not None and not self.first_session.done():
-            self.first_session.set_result(pk)
+        if not run.first.done():
+            run.first.set_result(pk)
 
     def stop_session(self, pk: int) -> bool:
-        """Stop session ``pk`` of this process's cycle, and the chain with it: no later tier starts
-        (an operator who stops a session does not want the next, more privileged one)."""
-        handle = self.handles.get(pk)
-        if handle is None:
-            return False
-        self._halt.request(f"session {pk} was {STOPPED_BY_OPERATOR}")
-        handle.stop()
-        return True
+        """Stop session ``pk`` of this process, and its chain with it: no later tier of that cycle
+        starts (an operator who stops a session does not want the next, more privileged one). The
+        other cycles running here go on."""
+        for run in self.runs.values():
+            if (handle := run.handles.get(pk)) is not None:
+                run.halt.request(f"session {pk} was {STOPPED_BY_OPERATOR}")
+                handle.stop()
+                return True
+        return False
 
     def stop_all(self, reason: str = STOPPED_BY_OPERATOR) -> None:
-        """Stop the running cycle: its sessions' process groups, and every tier not started yet."""
-        self._halt.request(reason)
-        for handle in list(self.handles.values()):
-            handle.stop(reason)
+        """Stop every running cycle: their sessions' process groups, and every tier not started yet."""
+        for run in list(self.runs.values()):
+            run.halt.request(reason)
+            for handle in list(run.handles.values()):
+                handle.stop(reason)
 
     def _next_delay(self, started: float) -> float:
         """Seconds until the next cycle (``schedule.next_delay``), and when it is (:attr:`next_run_at`)."""
@@ -443,6 +457,7 @@ class Supervisor:
                                  self.reload_settings)
         done = 0
         while cycles is None or done < cycles:
+            await self._leading_and_due()
             started = time.monotonic()
             try:
                 await self.run_cycle(tier=self.settings.first_tier, trigger=Trigger.SCHEDULE)
@@ -459,6 +474,23 @@ class Supervisor:
                 break
             await wait_until_due(functools.partial(self._next_delay, started), self.settings_changed,
                                  self.reload_settings)
+
+    async def _leading_and_due(self) -> None:
+        """With a node: wait to lead, then (a node that just took over) until the next cycle is due
+        after the last scheduled one any node started, so a failover neither skips nor doubles one."""
+        if self.node is None:
+            return
+        while True:
+            await self.node.wait_leader()
+            if self.settings.cron:
+                return  # the cron wait after each cycle already says when
+            last = await session_store.last_scheduled_start(self.db)
+            wait = self.cycle_interval() - seconds_between(last, utcnow()) if last else 0.0
+            if wait <= 0:
+                if self.node.is_leader:
+                    return
+                continue
+            await asyncio.sleep(min(wait, self.node.lease_s / 3))
 
     async def reload_settings(self) -> Settings:
         """The base settings with the stored run-time changes, in force from now on here, in the
@@ -477,11 +509,13 @@ class Supervisor:
         let the heartbeat and the notifications out (a few seconds at most). From here on
         no CLI starts: not the next tier of the running chain, not a new cycle (``halt.py``)."""
         self._stopping = SHUTTING_DOWN
-        self._halt.request(SHUTTING_DOWN)
+        for run in list(self.runs.values()):
+            run.halt.request(SHUTTING_DOWN)
         self.stop_all(STOPPED_BY_SHUTDOWN)
-        if self.current_task and not self.current_task.done():
+        if tasks := [run.task for run in self.runs.values() if run.task is not None and not run.task.done()]:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.current_task, timeout=self.settings.kill_grace + 5)
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True),
+                                       timeout=self.settings.kill_grace + 5)
         await self.heartbeat.close()
         await self.notifier.close()
 

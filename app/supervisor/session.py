@@ -50,10 +50,11 @@ from app.store.rows import ActivityRow
 from app.store.runbooks import RunbookGiven
 from app.supervisor.context import recovery_prompt
 from app.supervisor.credentials import ModelTiersPaused, model_tiers_paused, pause_model_tiers
-from app.supervisor.guarding import hook_settings, policy_for
+from app.supervisor.guarding import database_arguments, hook_settings, policy_for
 from app.supervisor.halt import Halt
 from app.supervisor.hub import Hub
 from app.supervisor.launch import Launch, build_argv, child_env, stdin_bytes
+from app.supervisor.node import current as current_node
 from app.supervisor.process_groups import ProcessIdentity
 from app.supervisor.runner import LineSink, ProcessOutcome, RunningProcess
 from app.supervisor.skills import sync_skills
@@ -176,6 +177,7 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
     rec = await SessionRecorder.begin(db, validator, options, tier=req.tier, model=cfg.model, prompt=prompt,
                                       trigger=req.trigger, parent_session_id=req.parent_pk, contract=spec,
                                       cwd=str(req.cwd) if req.cwd else None,
+                                      node_id=node.id if (node := current_node(db)) is not None else None,
                                       dry_run=req.dry_run, max_budget_usd=budget.usd if budget else None)
     rec.log_context["chain"] = req.chain_id or rec.session_pk  # the chain's first session names it
     records: list[asyncio.Task[None]] = []
@@ -237,7 +239,8 @@ async def run_tier_session(db: Database, settings: Settings, validator: OutputVa
             policy = policy_for(settings, req.tier, dry_run=req.dry_run, allowed_tools=allowed_tools,
                                 disallowed_tools=disallowed_tools, trigger=req.trigger, approved_by=req.approved_by)
             await guard_store.set_policy(db, rec.session_pk, policy.as_json())
-            guard_json = hook_settings(settings.db_path, rec.session_pk, settings.guard_timeout)
+            guard_json = hook_settings(database_arguments(settings.database_target, settings.state_dir),
+                                       rec.session_pk, settings.guard_timeout)
 
         def launch_for(text: str, resume: str | None = None, budget_usd: float | None = None) -> Launch:
             """Every flag again on each run: ``--resume`` forgets ``--json-schema`` and

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -44,14 +45,17 @@ from app.store import chats as chat_store
 from app.store import dashboard
 from app.store import guard as guard_store
 from app.store import incidents as incident_store
+from app.store import nodes as node_store
 from app.store import notifications as notification_store
 from app.store import stats as stats_store
-from app.store.db import Database
+from app.store.backends import open_database
 from app.supervisor.alerts import work_queue
 from app.supervisor.chat import ChatService
 from app.supervisor.follow import Follower
 from app.supervisor.health import assess
 from app.supervisor.hub import Hub
+from app.supervisor.node import Node
+from app.supervisor.remote_stop import watch_stop_requests
 from app.supervisor.scheduler import Supervisor
 from app.tasks import spawn
 from app.tasks import stop as stop_task
@@ -90,6 +94,8 @@ class Metrics:
         self.lines = Gauge("tierops_ingest_lines_total", "Stream lines stored", registry=self.registry)
         self.sse = Gauge("tierops_sse_clients", "Open SSE subscriptions", registry=self.registry)
         self.busy = Gauge("tierops_cycle_running", "1 while a cycle runs", registry=self.registry)
+        self.cycles = Gauge("tierops_cycles_running", "Cycles running on this node now (TIEROPS_MAX_CONCURRENT at most)",
+                            registry=self.registry)
         # notifications by status (pending, sent, failed, suppressed, digested)
         self.notifications = Gauge("tierops_notifications_total", "Stored notifications", ["status"],
                                    registry=self.registry)
@@ -118,6 +124,7 @@ class Metrics:
         self.lines.set(await dashboard.total_lines(st.db))
         self.sse.set(st.hub.subscriber_count)
         self.busy.set(int(st.supervisor.busy))
+        self.cycles.set(len(st.supervisor.runs))
         await self._incidents(st)
         self.notifications.clear()
         for c in await notification_store.counts(st.db):
@@ -160,7 +167,8 @@ async def healthz(request: Request) -> Response:
     problems, warnings = health.problems, health.warnings
     body = {"status": health.status, **health.facts,
             "storage": f"error: {oneline(health.storage)}" if health.storage else "ok",
-            "notifications": st.supervisor.notifier.status(), "problems": problems, "warnings": warnings}
+            "notifications": st.supervisor.notifier.status(), "problems": problems, "warnings": warnings,
+            **await _nodes(request)}
     previous: tuple[list[str], list[str]] = getattr(request.app.state, "health_problems", ([], []))
     if (problems, warnings) != previous:  # logged when it changes, not at every poll
         request.app.state.health_problems = (problems, warnings)
@@ -171,6 +179,22 @@ async def healthz(request: Request) -> Response:
         else:
             log.info("health check: healthy again")
     return JSONResponse(body, status_code=503 if problems else 200)
+
+
+async def _nodes(request: Request) -> dict[str, Any]:
+    """This node and every node seen on the store: leader, sessions running, last seen, state."""
+    node: Node | None = getattr(request.app.state, "node", None)
+    if node is None:
+        return {}
+    try:
+        rows = await node_store.list_nodes(state(request).db)
+    except Exception as exc:  # the storage problem is reported above
+        return {"node": {"id": node.id, "leader": node.is_leader}, "nodes_error": oneline(exc)}
+    listed = [{"id": r["id"], "host": r["host"], "version": r["version"], "labels": r["labels"],
+               "leader": r["leader"], "running_sessions": r["running"], "last_seen_at": r["last_seen_at"],
+               "state": "stopped" if r["stopped_at"] else "gone" if r["seen_s"] > 2 * node.lease_s else "up"}
+              for r in rows]
+    return {"node": {"id": node.id, "leader": node.is_leader}, "nodes": listed}
 
 
 async def metrics(request: Request) -> Response:
@@ -257,28 +281,45 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         redact = redactor_for(settings)  # knows the dashboard token too
         install_log_redaction(redact)
-        db = await Database.open(settings.db_path, redact=redact)
+        db = await open_database(settings.database_target, redact=redact)
         validator = OutputValidator.from_file(settings.schema_file)
         hub = Hub(prepare=streams.prepare_activity)
         supervisor = Supervisor(db, settings, validator, hub)
+        # This process as one node of those sharing the store: only the leader schedules, expires
+        # approvals, sends notifications and prunes (supervisor/node.py). Known before the sweep of
+        # sessions left running, which ends only this node's own.
+        node = Node(db, lease_s=settings.lease_seconds, state_dir=settings.state_dir, labels=settings.node_labels,
+                    running=lambda: len(supervisor.handles) + len(supervisor.chat_handles))
+        await node.start()
+        supervisor.node = node
+        supervisor.notifier.may_send = lambda: node.is_leader
+        node.on_lead.append(supervisor.notifier.wake)
         await supervisor.recover_interrupted()
-        await chat_store.interrupt_running(db, "the server stopped while this question was answered")
+        await chat_store.interrupt_running(db, "the server stopped while this question was answered", node.id)
         await supervisor.start()  # the notification sender (stopped by shutdown below)
         app.state.tierops = WebState(settings, db, hub, supervisor, validator, token)
         # Ask TierOps: chat turns beside the cycles (never the cycle lock), with the run-time settings.
         app.state.chat = chat = ChatService(supervisor)
+        try:
+            await node.tick()  # lead at once when nobody does
+        except Exception as exc:  # the heartbeat task tries again
+            log.warning("node %s: first heartbeat failed: %s", node.id, oneline(exc))
+        node_task = spawn(node.run(), "tierops-node")
+        app.state.node = node
         scheduler = spawn(supervisor.run_forever(), "tierops-scheduler") if settings.schedule else None
         # Prune sessions past TIEROPS_RETENTION_DAYS shortly after start, then daily; with
         # retention off too, for the claude CLI's own transcripts left behind (engine/retention.py).
-        pruner = spawn(prune_daily(db, settings), "tierops-prune")
+        pruner = spawn(prune_daily(db, settings, leading=lambda: node.is_leader), "tierops-prune")
         # Pending approvals expire on time even when no cycle starts (checked every 30 s).
         approvals_watch = spawn(supervisor.watch(), "tierops-watch")
         # Runs queued by alerts start when the cycle is free (woken when a cycle ends).
         run_queue_worker = spawn(work_queue(supervisor), "tierops-run-queue")
-        # Live pages of sessions other processes run (tierops run/supervise, same database).
+        # Live pages of sessions other processes run (tierops run/supervise, other nodes: same database).
         follower = spawn(Follower(db, hub, supervisor).run(), "tierops-follow")
+        # Stop buttons pressed on another node for this node's sessions.
+        stop_watch = spawn(watch_stop_requests(supervisor), "tierops-stop-requests")
         log.info("serving state %s (database %s); scheduled cycles %s; retention %s", settings.state_dir,
-                 settings.db_path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
+                 db.path, "on" if settings.schedule else "off (TIEROPS_SCHEDULE=false)",
                  f"{settings.retention_days} days" if settings.retention_days else "off")
         try:
             yield
@@ -286,11 +327,14 @@ def create_app(settings: Settings, *, token: str | None = None) -> Starlette:
             await stop_task(run_queue_worker)  # first: no queued run may start while shutting down
             await stop_task(approvals_watch)
             await stop_task(follower)
+            await stop_task(stop_watch)
             await stop_task(pruner)  # before the store closes; a prune cut short rolls its batch back
             if scheduler is not None:
                 scheduler.cancel()
             await chat.shutdown(settings.kill_grace + 5)  # running turns' CLIs stopped, their sessions recorded
             await supervisor.shutdown()
+            await stop_task(node_task)
+            await node.stop()  # the lease given up: another node leads at once
             if scheduler is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):  # its exception is logged by spawn
                     await scheduler

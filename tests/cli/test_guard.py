@@ -98,7 +98,7 @@ def test_a_locked_database_is_denied_at_the_deadline(tmp_path) -> None:
 
 def test_without_its_options_it_says_how_to_use_it(tmp_path) -> None:
     out = forkserver.run("app", ["guard"], env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=b"{}", timeout=30)
-    one_error_line(out, "--db and --session", "tierops guard check")
+    one_error_line(out, "--db (or --db-url-file) and --session", "tierops guard check")
 
 
 def test_check_prints_the_decision_and_the_rule(tmp_path) -> None:

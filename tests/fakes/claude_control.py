@@ -36,7 +36,7 @@ FAKE_CLAUDE = Path(__file__).resolve().parent / "fake_claude.py"
 STAGE_KEYS = {
     "lines", "replay", "session_id", "delay", "start_delay", "mode", "after", "size",
     "ignore_sigterm", "spawn_child", "partial_line", "signal", "stderr", "exit_code", "check_argv",
-    "setsid_child", "daemon", "clear_pdeathsig", "write_files",
+    "setsid_child", "daemon", "clear_pdeathsig", "write_files", "burst",
 }
 MODES = ("normal", "crash", "hang", "huge_line", "no_result", "no_structured")
 
@@ -101,8 +101,11 @@ class FakeClaude:
 
 
 def make_fake_claude(directory: Path, stages: list[dict], *, name: str = "claude",
-                     check_argv: bool = True) -> FakeClaude:
+                     check_argv: bool = True, by_model: dict[str, dict] | None = None) -> FakeClaude:
     """Write ``directory/<name>`` (executable), its control file, and return a FakeClaude.
+
+    ``by_model``: a stage per ``--model`` value, used whatever the invocation count (concurrent
+    runs whose tiers must behave differently).
 
     The wrapper has the control path baked in, so it works under an empty environment.
     It is a Python script whose shebang is ``sys.executable -I`` rather than an sh
@@ -118,6 +121,7 @@ def make_fake_claude(directory: Path, stages: list[dict], *, name: str = "claude
     _write_json(control_path, {
         "log": str(log_path), "state": str(state_path), "check_argv": check_argv,
         "stages": _check_stages(stages),
+        **({"by_model": dict(zip(by_model, _check_stages(list(by_model.values())), strict=True))} if by_model else {}),
     })
     _write_json(state_path, {"count": 0})
     log_path.unlink(missing_ok=True)

@@ -14,7 +14,8 @@ tmp dir works). Relative paths inside it are relative to the control file::
     {"log": "invocations.jsonl",      # one JSON line appended per invocation
      "state": "state.json",           # invocation counter (default <control>.state)
      "check_argv": true,              # emulate the CLI's usage errors (default true)
-     "stages": [STAGE, ...]}          # invocation n uses stages[n]; the last repeats
+     "stages": [STAGE, ...],          # invocation n uses stages[n]; the last repeats
+     "by_model": {MODEL: STAGE}}      # optional: a run with --model MODEL uses this stage instead
 
 STAGE::
 
@@ -23,6 +24,7 @@ STAGE::
     "session_id": "..."          replace the session_id of every printed JSON line.
                                  Default: --resume ID, else --session-id ID, else keep.
     "delay": 0.0                 seconds between lines; "start_delay" before the first
+    "burst": false               normal modes: all lines in one write (a reader gets them together)
     "mode": "normal"             normal | crash | hang | huge_line | no_result | no_structured
     "after": 1                   crash/hang: lines printed before dying/hanging;
                                  huge_line: lines printed before the huge line
@@ -518,6 +520,8 @@ def run(argv: list[str]) -> int:
     n = next_invocation(state_path)
     index = min(n, len(stages) - 1)
     stage = stages[index]
+    if isinstance(by_model := control.get("by_model"), dict) and parsed.get("model") in by_model:
+        stage, index = by_model[parsed["model"]], -1
     mode = stage.get("mode", "normal")
     record.update(invocation=n, stage_index=index, mode=mode)
     if mode not in MODES:
@@ -595,6 +599,11 @@ def run(argv: list[str]) -> int:
         huge = huge_assistant_line(sid or str(uuid.uuid4()), int(stage.get("size", DEFAULT_HUGE_SIZE)))
         lines.insert(min(after, len(lines)), (huge, True))
 
+    if stage.get("burst") and lines:  # after start_delay, every line in one write
+        if out.start_delay:
+            time.sleep(out.start_delay)
+        out.raw("".join(text + ("\n" if newline else "") for text, newline in lines))
+        lines = []
     for text, newline in lines:
         out.line(text, newline)
     default_code = 1 if mode == "no_result" else 0

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from app.store import monitor_state
+from tests.conftest import sqlite_only
 
 
 async def test_put_get_replace_delete(db):
@@ -23,6 +24,7 @@ async def test_put_get_replace_delete(db):
 
 
 async def test_read_readonly_never_creates_or_writes(db, tmp_path):
+    sqlite_only(db, 'a read-only open of the database file')
     await monitor_state.put(db, "y", {"a": 1})
     row = monitor_state.read_readonly(Path(db.path), "y")
     assert row is not None and row["value"] == {"a": 1}

@@ -9,6 +9,7 @@ import pytest
 
 from app.errors import StoreError
 from app.store.db import READERS, Database
+from tests.conftest import sqlite_only
 
 
 async def make_counter(db: Database) -> None:
@@ -144,6 +145,7 @@ async def test_async_with_closes_the_database(tmp_path):
 
 
 async def test_a_failed_commit_leaves_the_writer_usable(db):
+    sqlite_only(db, 'a deferred foreign key (PRAGMA defer_foreign_keys)')
     # A deferred foreign key is only checked at COMMIT: the COMMIT itself fails.
     with pytest.raises(sqlite3.IntegrityError):
         async with db.write() as conn:

@@ -156,3 +156,26 @@ async def test_a_coalesced_prompt_is_capped_then_names_each_incident_by_a_line(d
                                           prompt="-", addition=huge, short=huge, limit=2, full_reason="-")
     row = (await run_queue.list_runs(db))[0]
     assert len(row["prompt"]) < run_queue.PROMPT_NAMES_MAX and row["incident_ids"] == [i["id"] for i in made[:3]]
+
+
+async def test_a_claim_takes_the_oldest_run_this_nodes_labels_allow(db):
+    pinned = await run_queue.enqueue(db, source="alert", tier=1, prompt="needs prod", incident_id=None, limit=5,
+                                     needs="dc-1,prod")
+    plain = await enqueue(db, "any node")
+    assert await run_queue.queued_count(db) == 2
+    assert await run_queue.queued_count(db, frozenset()) == 1
+    assert await run_queue.queued_count(db, frozenset({"prod", "dc-1", "gpu"})) == 2
+    assert (await run_queue.claim_next(db, node_id="a", labels=frozenset({"prod"})))["id"] == plain["id"]
+    assert await run_queue.claim_next(db, node_id="a", labels=frozenset({"prod"})) is None  # lacks dc-1
+    claimed = await run_queue.claim_next(db, node_id="b", labels=frozenset({"prod", "dc-1"}))
+    assert (claimed["id"], claimed["claimed_by"], claimed["status"]) == (pinned["id"], "b", "started")
+
+
+async def test_the_rest_of_a_chain_is_queued_whatever_the_bound(db):
+    parent = await sessions.create_session(db, tier=1, trigger="alert")
+    for n in range(2):
+        await enqueue(db, f"run {n}", limit=2)
+    row = await run_queue.enqueue_continuation(db, tier=2, parent_pk=parent, handoff="## Incidents\n- #1",
+                                               kind="escalation", incident_ids=[], needs="prod")
+    assert (row["source"], row["tier"], row["parent_session_pk"], row["handoff"], row["needs"], row["status"]) == \
+        ("escalation", 2, parent, "## Incidents\n- #1", "prod", "queued")

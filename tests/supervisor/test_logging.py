@@ -108,10 +108,10 @@ async def test_the_sweep_logs_each_session_and_how_many(db, make_settings, valid
     left = [await SessionRecorder.begin(db, validator, tier=1, trigger=Trigger.SCHEDULE) for _ in range(2)]
     sup = Supervisor(db, make_settings(None), validator)
     assert await sup.recover_interrupted() == 2
-    marked = records(caplog, "app.supervisor.scheduler", "session ")
+    marked = records(caplog, "app.supervisor.sweep", "session ")
     assert [fields(r, "session", "status") for r in marked] == [(rec.session_pk, "interrupted") for rec in left]
     assert all(r.levelno == logging.WARNING for r in marked)
-    [sweep] = records(caplog, "app.supervisor.scheduler", "sweep ")
+    [sweep] = records(caplog, "app.supervisor.sweep", "sweep ")
     assert sweep.getMessage() == "sweep (found at restart): 2 session(s) left running marked interrupted"
     assert (sweep.levelno, fields(sweep, "count")) == (logging.INFO, (2,))
     caplog.clear()

@@ -30,10 +30,13 @@ import pytest
 from app.output.validate import OutputValidator
 from app.store import processes
 from app.supervisor import runner
+from app.supervisor.halt import Halt
 from app.supervisor.launch import Launch, child_env
 from app.supervisor.runner import DRAIN_AFTER_KILL, EOF_GRACE, RunningProcess
+from app.supervisor.runs import Run
 from app.supervisor.scheduler import Supervisor
 from app.supervisor.session import SessionHandle
+from app.supervisor.tier_gate import TierGate
 from tests.fakes import claude_control as cc
 from tests.helpers import alive, healthy, kill_leftovers, run_session, wait_gone
 
@@ -381,7 +384,9 @@ async def test_the_sweep_skips_this_processs_live_sessions(db, make_settings, va
     cli = _start_detached(tmp_path)  # stands for the CLI of a session this process runs
     try:
         live = await _leftover_row(db, validator, sup, cli.pid, psutil.Process(cli.pid).create_time())
-        sup.handles[live] = SessionHandle()
+        halt = Halt()  # a cycle of this process, running that session
+        sup.runs[1] = Run(1, "a test cycle", False, asyncio.get_running_loop().create_future(),
+                          TierGate(db, sup.settings, "test/cycle-1", halt), halt, {live: SessionHandle()})
         assert await sup.recover_interrupted() == 0
         assert await db.fetchval("SELECT status FROM sessions WHERE id = ?", (live,)) == "running"
         assert cli.poll() is None

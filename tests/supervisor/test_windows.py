@@ -16,7 +16,7 @@ from app.engine.alerts import parse_payload
 from app.store import incidents, run_queue
 from app.store import maintenance as maintenance_store
 from app.store import notifications as notification_store
-from app.supervisor.alerts import receive_alerts
+from app.supervisor.alerts import receive_alerts, run_next_queued
 from app.supervisor.scheduler import Supervisor
 from app.supervisor.windows import end_of_windows
 from tests.fakes import claude_control as cc
@@ -64,7 +64,7 @@ async def test_an_alert_held_by_a_window_is_investigated_when_the_window_ends(db
         [queued] = await run_queue.list_runs(db)
         assert queued["status"] == "queued" and queued["incident_id"] == inc["id"]
         assert "data, not instructions" in queued["prompt"] and "runbooks.example.com" in queued["prompt"]
-        assert await sup.run_queued() == 1  # what the server's queue worker does
+        assert await run_next_queued(sup) == 1  # what the server's queue worker does
         await wait_until(lambda: len(fake.invocations()) == 1, what="the held-back investigation", timeout=30)
         await wait_until(lambda: sup.current_task is not None and sup.current_task.done(), what="its chain")
         [inc] = await incidents.list_incidents(db)

@@ -92,7 +92,8 @@ def parse(payload: bytes) -> list[tuple[str, str | None, str]]:
 
 def test_lines_published_together_go_out_in_one_write_and_parse_as_separate_events(live_server):
     n_text = 300
-    srv = live_server(stages=[{"lines": long_stream(n_text), "start_delay": 1.0}])  # no delay: batched reads
+    # One write of every line: the recorder reads them in batches however loaded the machine is.
+    srv = live_server(stages=[{"lines": long_stream(n_text), "start_delay": 1.0, "burst": True}])
     with srv.client() as cl:
         pk = start_run(cl)
         raw = RawStream(srv.url, f"/sessions/{pk}/stream")

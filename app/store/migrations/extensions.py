@@ -1,5 +1,5 @@
 """Acting inside a session and what it is given: the guard, runbooks, MCP servers, evidence; chat
-conversations; settings changed at run time (migrations 0012-0017)."""
+conversations; settings changed at run time; nodes and leases (migrations 0012-0018)."""
 
 import logging
 
@@ -146,6 +146,41 @@ MIGRATIONS: list[tuple[str, str]] = [
             action TEXT NOT NULL CHECK (action IN ('set', 'revert'))
         );
         CREATE INDEX runtime_setting_changes_name ON runtime_setting_changes(name, id)
+        """,
+    ),
+    (
+        "0018_nodes",
+        """
+        -- The TierOps processes (nodes) sharing this database: who they are and when each was last
+        -- seen (its heartbeat); stopped_at is set by a node that shut down cleanly.
+        CREATE TABLE nodes (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            version TEXT NOT NULL,
+            labels TEXT NOT NULL DEFAULT '',
+            started_at TEXT NOT NULL,
+            last_seen_at TEXT NOT NULL,
+            stopped_at TEXT,
+            running INTEGER NOT NULL DEFAULT 0
+        );
+        -- A lease: held by one node until expires_at (database time), renewed by its holder. The
+        -- "leader" lease decides which node runs the schedule, approvals, notifications, pruning.
+        CREATE TABLE leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT,
+            acquired_at TEXT,
+            expires_at TEXT NOT NULL
+        );
+        -- The node a session runs on, and the node that claimed a queued run (NULL: one process
+        -- alone, before nodes were recorded).
+        ALTER TABLE sessions ADD COLUMN node_id TEXT;
+        ALTER TABLE run_queue ADD COLUMN claimed_by TEXT;
+        -- The node labels a queued run needs (comma separated, TIEROPS_RUNS_ON; '' any node), and
+        -- for the rest of a chain moved to another node: the session that escalated and its handoff.
+        ALTER TABLE run_queue ADD COLUMN needs TEXT NOT NULL DEFAULT '';
+        ALTER TABLE run_queue ADD COLUMN parent_session_pk INTEGER REFERENCES sessions(id) ON DELETE SET NULL;
+        ALTER TABLE run_queue ADD COLUMN handoff TEXT
         """,
     ),
 ]

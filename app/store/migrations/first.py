@@ -120,7 +120,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_by_session INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
             reinforced_by_session INTEGER REFERENCES sessions(id) ON DELETE SET NULL
         );
-        CREATE UNIQUE INDEX memories_identity ON memories (ifnull(service, ''), category, value);
+        CREATE UNIQUE INDEX memories_identity ON memories (coalesce(service, ''), category, value);
 
         CREATE TABLE check_results (
             id INTEGER PRIMARY KEY,

@@ -21,6 +21,7 @@ from app.errors import CycleBusy
 from app.store import approvals as approval_store
 from app.store import chains, dashboard, findings, run_queue
 from app.store import incidents as incident_store
+from app.store import nodes as node_store
 from app.store import notifications as notification_store
 from app.store import sessions as session_store
 from app.supervisor.credentials import ModelTiersPaused
@@ -91,6 +92,7 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "alerts": [render_event_row(e) for e in await findings.recent_alerts(db, 20)],
         "cooldowns": await cooldowns_ctx(request),
         "running": await dashboard.running_sessions(db, 20),
+        **await _nodes(request),
         # the Notifications panel (templates/overview.html, after the Scheduler)
         "notify": sup.notifier.status(),
         "notifications": await notification_store.recent(db, OVERVIEW_NOTIFICATIONS),
@@ -98,6 +100,9 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "approvals": await approval_store.list_approvals(db, status=ApprovalStatus.PENDING),
         "approval_back": "overview", "note_max": incident_store.NOTE_MAX,
         "busy": sup.busy,
+        "full": not sup.has_capacity,  # Run Now would be refused
+        "cycles_running": len(sup.runs),
+        "max_concurrent": sup.settings.max_concurrent,
         "next_run_at": sup.next_run_at.isoformat(timespec="seconds") if sup.next_run_at else None,
         "schedule": getattr(st.settings, "schedule", None),
         "cron": st.settings.cron,
@@ -112,6 +117,16 @@ async def _overview_ctx(request: Request) -> dict[str, Any]:
         "daily_budget": st.settings.daily_budget_usd,
         "dry_run_always": st.settings.dry_run,
     }
+
+
+async def _nodes(request: Request) -> dict[str, Any]:
+    """Every node seen on the store (shown when there is more than this one)."""
+    node = getattr(request.app.state, "node", None)
+    if node is None:
+        return {"nodes": []}
+    rows = await node_store.list_nodes(state(request).db)
+    return {"this_node": node.id, "nodes": [{**r, "state": "stopped" if r["stopped_at"] else
+                                             "gone" if r["seen_s"] > 2 * node.lease_s else "up"} for r in rows]}
 
 
 async def overview(request: Request) -> Response:

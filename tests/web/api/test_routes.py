@@ -660,7 +660,7 @@ def test_metrics_prometheus_text(app_server):
     assert samples[("tierops_sessions", (("status", "failed"), ("tier", "2")))] == 1
     assert samples[("tierops_ingest_lines_total", ())] == 7 + 15
     assert samples[("tierops_sse_clients", ())] == 0
-    assert samples[("tierops_cycle_running", ())] == 0
+    assert samples[("tierops_cycle_running", ())] == 0 and samples[("tierops_cycles_running", ())] == 0
 
 
 # --- errors are JSON, garbage is never a 500 -----------------------------------------------
