@@ -450,6 +450,8 @@ class Supervisor:
     async def run_forever(self, *, cycles: int | None = None) -> None:
         """Scheduled cycles until cancelled (or ``cycles`` have run). With an interval the first
         cycle starts at once; with cron at the first matching time."""
+        if self.settings.cron:  # known before anything is awaited: the first page already shows it
+            self._next_delay(time.monotonic())
         await self.recover_interrupted()
         await self.reload_settings()
         if self.settings.cron:
