@@ -165,6 +165,11 @@ async def enqueue_investigation(db: Database, *, source: str, tier: int, inciden
     return Enqueued(kind, decode(row) if row else None)  # type: ignore[arg-type]
 
 
+def may_run(needs: str | None, labels: frozenset[str]) -> bool:
+    """A node with ``labels`` may run a queued run that ``needs`` these (comma separated) labels."""
+    return labels_of(needs or "") <= labels
+
+
 async def queued_count(db: Database, labels: frozenset[str] | None = None) -> int:
     """How many runs wait; with ``labels``, how many of the oldest ``CLAIM_SCAN`` a node with these
     labels may run (the others wait for another node)."""
@@ -173,7 +178,7 @@ async def queued_count(db: Database, labels: frozenset[str] | None = None) -> in
         return int(value or 0)
     rows = await db.fetchall("SELECT needs FROM run_queue WHERE status = 'queued' ORDER BY id LIMIT ?", (CLAIM_SCAN,),
                              fresh=True)
-    return sum(labels_of(str(r[0] or "")) <= labels for r in rows)
+    return sum(may_run(r[0], labels) for r in rows)
 
 
 async def claim_next(db: Database, now: str | None = None, node_id: str | None = None,
@@ -187,7 +192,7 @@ async def claim_next(db: Database, now: str | None = None, node_id: str | None =
         async with conn.execute("SELECT id, needs FROM run_queue WHERE status = 'queued' ORDER BY id"
                                 " LIMIT ?", (CLAIM_SCAN,)) as cur:
             waiting = list(await cur.fetchall())
-        first = next((r for r in waiting if labels is None or labels_of(str(r[1] or "")) <= labels), None)
+        first = next((r for r in waiting if labels is None or may_run(r[1], labels)), None)
         if first is None:
             return None
         await conn.execute("UPDATE run_queue SET status = 'started', started_at = ?, claimed_by = ? WHERE id = ?",
